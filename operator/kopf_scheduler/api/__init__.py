@@ -1,0 +1,1 @@
+"""Parsed forms of Kubernetes objects: quantities, selectors, taints, pods and nodes."""

@@ -1,0 +1,78 @@
+"""Kubernetes ``resource.Quantity`` parsing, exact like apimachinery's.
+
+Quantities are parsed into :class:`fractions.Fraction` so that ``0.1``, ``100m`` and ``1e-1``
+are the same number; the engine then keeps integers in canonical units (millicores for cpu,
+bytes or plain counts for everything else), rounding up as ``Quantity.MilliValue()`` and
+``Quantity.Value()`` do.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+__all__ = ["QuantityError", "milli_value", "parse_quantity", "value"]
+
+
+class QuantityError(ValueError):
+    """A string that is not a valid Kubernetes quantity."""
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+# <sign><digits>[.<digits>]<suffix>, where suffix is binary, decimal SI, or a decimal exponent.
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+
+
+@lru_cache(maxsize=4096)
+def parse_quantity(text: str | int | float) -> Fraction:
+    """Parse a quantity; raise :class:`QuantityError` naming the bad input."""
+    if isinstance(text, bool):
+        raise QuantityError(f"quantities must match the regular expression, got {text!r}")
+    if isinstance(text, int):
+        return Fraction(text)
+    if isinstance(text, float):
+        return Fraction(str(text))
+    if not isinstance(text, str):
+        raise QuantityError(f"quantity must be a string or a number, got {type(text).__name__}")
+    match = _QUANTITY.match(text.strip())
+    if not match or text.strip() != text:
+        raise QuantityError(f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {text!r}")
+    number = Fraction(match["num"])
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY:
+        number *= _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        number *= _DECIMAL[suffix]
+    else:
+        number *= Fraction(10) ** int(suffix[1:])
+    return -number if match["sign"] == "-" else number
+
+
+def _ceil(number: Fraction) -> int:
+    return -((-number.numerator) // number.denominator)
+
+
+def milli_value(text: str | int | float) -> int:
+    """Like ``Quantity.MilliValue()``: thousandths, rounded up (cpu in millicores)."""
+    return _ceil(parse_quantity(text) * 1000)
+
+
+def value(text: str | int | float) -> int:
+    """Like ``Quantity.Value()``: the integer value, rounded up (bytes, counts)."""
+    return _ceil(parse_quantity(text))

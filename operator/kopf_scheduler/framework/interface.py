@@ -1,0 +1,437 @@
+"""Extension points, statuses and cycle state (the reference's ``framework/interface.go``).
+
+Plugins are plain classes with a ``name`` and the methods of the extension points they
+implement; the runtime finds them by ``isinstance`` against these runtime-checkable protocols.
+The binding-side points (PreBind, Bind, PostBind) and Permit's wait are ``async``: they run in
+the binding cycle, which is where the operator's I/O happens. Everything else is synchronous
+and pure.
+
+Vector extensions: a Filter or Score plugin may also offer ``filter_vector`` / ``score_vector``
+which work on many nodes at once with numpy. They must agree exactly with the per-node method;
+the runtime uses them for speed and falls back to the per-node method for the statuses it
+reports (the per-node method is the reference).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.framework.types import NodeInfo
+
+__all__ = [
+    "MAX_NODE_SCORE",
+    "MIN_NODE_SCORE",
+    "ActionType",
+    "BindPlugin",
+    "ClusterEvent",
+    "ClusterEventWithHint",
+    "Code",
+    "CycleState",
+    "EnqueueExtensions",
+    "EventResource",
+    "FilterPlugin",
+    "Handle",
+    "NodeLister",
+    "PermitPlugin",
+    "Plugin",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "QueueingHint",
+    "ReservePlugin",
+    "ScorePlugin",
+    "Status",
+]
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+MAX_TOTAL_SCORE = 2**63 - 1
+
+
+class Code(enum.IntEnum):
+    """Status codes, in the reference's order and meaning."""
+
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+class Status:
+    """A plugin's verdict. ``None`` may stand for Success wherever a Status is returned."""
+
+    __slots__ = ("code", "error", "plugin", "reasons")
+
+    def __init__(
+        self, code: Code = Code.SUCCESS, *reasons: str, plugin: str = "", error: BaseException | None = None
+    ) -> None:
+        self.code = code
+        self.reasons: list[str] = list(reasons)
+        self.plugin = plugin
+        self.error = error
+        if error is not None and not self.reasons:
+            self.reasons = [str(error)]
+
+    @classmethod
+    def unschedulable(cls, *reasons: str) -> Status:
+        return cls(Code.UNSCHEDULABLE, *reasons)
+
+    @classmethod
+    def unresolvable(cls, *reasons: str) -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons)
+
+    @classmethod
+    def as_error(cls, error: BaseException) -> Status:
+        return cls(Code.ERROR, error=error)
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def is_skip(self) -> bool:
+        return self.code == Code.SKIP
+
+    def is_wait(self) -> bool:
+        return self.code == Code.WAIT
+
+    def is_rejected(self) -> bool:
+        """Unschedulable, UnschedulableAndUnresolvable or Pending."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+    def with_plugin(self, plugin: str) -> Status:
+        self.plugin = plugin
+        return self
+
+    def __repr__(self) -> str:
+        return f"Status({self.code.name}, {self.reasons!r}, plugin={self.plugin!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Status):
+            return NotImplemented
+        return self.code == other.code and self.reasons == other.reasons
+
+
+def is_success(status: Status | None) -> bool:
+    return status is None or status.code == Code.SUCCESS
+
+
+class CycleState:
+    """Per-cycle scratch space shared by a pod's plugins (``framework.CycleState``)."""
+
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.skip_filter_plugins: set[str] = set()
+        self.skip_score_plugins: set[str] = set()
+
+    def read(self, key: str) -> Any:
+        """Raise KeyError when absent, as the reference returns ErrNotFound."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        """Values with a ``clone()`` are cloned (for preemption's what-if runs)."""
+        other = CycleState()
+        other._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
+        other.skip_filter_plugins = set(self.skip_filter_plugins)
+        other.skip_score_plugins = set(self.skip_score_plugins)
+        return other
+
+
+# --- cluster events and queueing hints ----------------------------------------------------------
+
+
+class EventResource(enum.StrEnum):
+    POD = "Pod"
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnscheduledPod"
+    NODE = "Node"
+    PVC = "PersistentVolumeClaim"
+    PV = "PersistentVolume"
+    STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    PDB = "PodDisruptionBudget"
+    WILDCARD = "*"
+
+
+class ActionType(enum.IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_NODE_ANNOTATION = 64
+    UPDATE_POD_LABEL = 128
+    UPDATE_POD_SCALE_DOWN = 256
+    UPDATE_POD_TOLERATIONS = 512
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    UPDATE = (
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_NODE_ANNOTATION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_POD_TOLERATIONS
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
+        | 4096
+    )
+    ALL = ADD | DELETE | UPDATE
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: EventResource
+    action: ActionType
+    label: str = ""
+
+    def matches(self, incoming: ClusterEvent) -> bool:
+        """Does an incoming event fall under this registered one (the reference's ``Match``)."""
+        if self.resource != EventResource.WILDCARD and incoming.resource != self.resource:
+            # A registered "Pod" covers both assigned and unscheduled pods.
+            pod_kinds = (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+            if not (self.resource == EventResource.POD and incoming.resource in pod_kinds):
+                return False
+        return bool(self.action & incoming.action)
+
+
+class QueueingHint(enum.IntEnum):
+    QUEUE_SKIP = 0
+    QUEUE = 1
+
+
+# (pod waiting in the unschedulable pool, old object, new object) -> hint
+QueueingHintFn = Callable[["PodSpec", Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PreFilterResult:
+    """``node_names`` narrows the nodes to evaluate; None means all nodes."""
+
+    node_names: set[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return PreFilterResult(None if self.node_names is None else set(self.node_names))
+        if self.node_names is None:
+            return PreFilterResult(set(other.node_names))
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+    victims: list[PodSpec] = field(default_factory=list)
+
+
+# --- the lister plugins see ---------------------------------------------------------------------
+
+
+@runtime_checkable
+class NodeLister(Protocol):
+    """What a plugin may read of the snapshot (``framework.SharedLister``)."""
+
+    def list(self) -> Sequence[NodeInfo]: ...
+
+    def get(self, node_name: str) -> NodeInfo | None: ...
+
+    def have_pods_with_affinity_list(self) -> Sequence[NodeInfo]: ...
+
+    def have_pods_with_required_anti_affinity_list(self) -> Sequence[NodeInfo]: ...
+
+
+class Handle(Protocol):
+    """What plugins get from the framework at construction (``framework.Handle``)."""
+
+    @property
+    def snapshot(self) -> NodeLister: ...
+
+    # Cluster objects other than pods and nodes (PVCs, PVs, StorageClasses, CSINodes, PDBs,
+    # Namespaces), keyed by kind then by "namespace/name" or "name". Filled by the edge.
+    @property
+    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+
+# --- plugins ------------------------------------------------------------------------------------
+
+
+class Plugin:
+    """Base class for in-tree plugins; out-of-tree plugins may use it or just have ``name``."""
+
+    name: str = ""
+
+    def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
+        self.args = args
+        self.handle = handle
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    name: str
+
+    def pre_enqueue(self, pod: PodSpec) -> Status | None: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Protocol):
+    name: str
+
+    def less(self, a: Any, b: Any) -> bool:
+        """``a`` and ``b`` are queued pod infos (``queue.QueuedPodInfo``)."""
+        ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    name: str
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]: ...
+
+
+class PreFilterExtensions(Protocol):
+    """Optional on a PreFilter plugin, as ``add_pod``/``remove_pod`` methods (used by preemption)."""
+
+    def add_pod(self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo) -> Status | None: ...
+
+    def remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None: ...
+
+
+class VectorFilter(Protocol):
+    """Optional: ``filter_vector(state, pod, snapshot, idx) -> bool mask over idx`` or None (use per-node)."""
+
+    def filter_vector(self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(
+        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]: ...
+
+
+class ScoreExtensions(Protocol):
+    """Optional on a Score plugin: ``normalize_score`` rescales the scores in place (numpy int64)."""
+
+    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None: ...
+
+
+class VectorScore(Protocol):
+    """Optional: ``score_vector(state, pod, snapshot, idx) -> int64 scores over idx`` or None."""
+
+    def score_vector(self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: str
+
+    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
+
+    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    name: str
+
+    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+        """Return (status, timeout seconds); a Wait status parks the pod until allowed or timed out."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    name: str
+
+    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class BindPlugin(Protocol):
+    name: str
+
+    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        """Return a Skip status to let the next Bind plugin act."""
+        ...
+
+
+@runtime_checkable
+class PostBindPlugin(Protocol):
+    name: str
+
+    async def post_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> None: ...

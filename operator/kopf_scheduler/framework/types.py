@@ -1,0 +1,164 @@
+"""NodeInfo and friends: the per-node aggregate the plugins read (the reference's ``framework/types.go``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.types import HostPort, Resource
+
+__all__ = ["HostPortInfo", "ImageState", "NodeInfo", "next_generation"]
+
+_generation = 0
+
+
+def next_generation() -> int:
+    """A process-wide increasing counter; a NodeInfo's generation changes on every mutation."""
+    global _generation
+    _generation += 1
+    return _generation
+
+
+_ANY_IP = "0.0.0.0"
+
+
+class HostPortInfo:
+    """Used host ports per IP; ``0.0.0.0`` conflicts with every IP (``framework.HostPortInfo``)."""
+
+    __slots__ = ("_ports",)
+
+    def __init__(self) -> None:
+        self._ports: dict[str, dict[tuple[str, int], int]] = {}
+
+    @staticmethod
+    def _norm(port: HostPort) -> tuple[str, tuple[str, int]]:
+        return (port.host_ip or _ANY_IP), ((port.protocol or "TCP"), port.port)
+
+    def add(self, port: HostPort) -> None:
+        ip, key = self._norm(port)
+        per_ip = self._ports.setdefault(ip, {})
+        per_ip[key] = per_ip.get(key, 0) + 1
+
+    def remove(self, port: HostPort) -> None:
+        ip, key = self._norm(port)
+        per_ip = self._ports.get(ip)
+        if per_ip and key in per_ip:
+            per_ip[key] -= 1
+            if not per_ip[key]:
+                del per_ip[key]
+            if not per_ip:
+                del self._ports[ip]
+
+    def check_conflict(self, port: HostPort) -> bool:
+        if port.port <= 0:
+            return False
+        ip, key = self._norm(port)
+        if ip == _ANY_IP:
+            return any(key in per_ip for per_ip in self._ports.values())
+        return key in self._ports.get(ip, {}) or key in self._ports.get(_ANY_IP, {})
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._ports.values())
+
+    def clone(self) -> HostPortInfo:
+        other = HostPortInfo()
+        other._ports = {ip: dict(v) for ip, v in self._ports.items()}
+        return other
+
+
+@dataclass(slots=True)
+class ImageState:
+    """``ImageStateSummary``: an image's size and on how many nodes it is present."""
+
+    size: int
+    num_nodes: int
+
+
+@dataclass(slots=True, eq=False)
+class NodeInfo:
+    """A node and the pods on it (bound or assumed), with their aggregates kept up to date."""
+
+    node: NodeSpec | None = None
+    pods: list[PodSpec] = field(default_factory=list)
+    pods_with_affinity: list[PodSpec] = field(default_factory=list)
+    pods_with_required_anti_affinity: list[PodSpec] = field(default_factory=list)
+    used_ports: HostPortInfo = field(default_factory=HostPortInfo)
+    requested: Resource = field(default_factory=Resource)
+    non_zero_requested: Resource = field(default_factory=Resource)
+    allocatable: Resource = field(default_factory=Resource)
+    image_states: dict[str, ImageState] = field(default_factory=dict)
+    pvc_ref_counts: dict[str, int] = field(default_factory=dict)
+    generation: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name if self.node else ""
+
+    def set_node(self, node: NodeSpec) -> None:
+        self.node = node
+        self.allocatable = node.allocatable
+        self.generation = next_generation()
+
+    def add_pod(self, pod: PodSpec) -> None:
+        self.pods.append(pod)
+        if pod.has_pod_affinity_terms:
+            self.pods_with_affinity.append(pod)
+        if pod.required_anti_affinity:
+            self.pods_with_required_anti_affinity.append(pod)
+        self._update(pod, +1)
+
+    def remove_pod(self, pod: PodSpec) -> bool:
+        """Remove by UID; False when the pod is not here."""
+        for i, existing in enumerate(self.pods):
+            if existing.uid == pod.uid:
+                del self.pods[i]
+                self.pods_with_affinity = [p for p in self.pods_with_affinity if p.uid != pod.uid]
+                self.pods_with_required_anti_affinity = [
+                    p for p in self.pods_with_required_anti_affinity if p.uid != pod.uid
+                ]
+                self._update(existing, -1)
+                return True
+        return False
+
+    def _update(self, pod: PodSpec, sign: int) -> None:
+        if sign > 0:
+            self.requested.add(pod.requests)
+            for port in pod.host_ports:
+                self.used_ports.add(port)
+        else:
+            self.requested.sub(pod.requests)
+            for port in pod.host_ports:
+                self.used_ports.remove(port)
+        self.non_zero_requested.milli_cpu += sign * pod.non_zero_cpu
+        self.non_zero_requested.memory += sign * pod.non_zero_memory
+        for claim in _pvc_names(pod):
+            count = self.pvc_ref_counts.get(claim, 0) + sign
+            if count > 0:
+                self.pvc_ref_counts[claim] = count
+            else:
+                self.pvc_ref_counts.pop(claim, None)
+        self.generation = next_generation()
+
+    def clone(self) -> NodeInfo:
+        """A copy whose pod lists and aggregates can change without touching this one."""
+        return NodeInfo(
+            node=self.node,
+            pods=list(self.pods),
+            pods_with_affinity=list(self.pods_with_affinity),
+            pods_with_required_anti_affinity=list(self.pods_with_required_anti_affinity),
+            used_ports=self.used_ports.clone(),
+            requested=self.requested.clone(),
+            non_zero_requested=self.non_zero_requested.clone(),
+            allocatable=self.allocatable,
+            image_states=self.image_states,
+            pvc_ref_counts=dict(self.pvc_ref_counts),
+            generation=self.generation,
+        )
+
+
+def _pvc_names(pod: PodSpec) -> Iterable[str]:
+    for vol in pod.volumes:
+        claim = vol.get("persistentVolumeClaim")
+        if isinstance(claim, dict) and claim.get("claimName"):
+            yield f"{pod.namespace}/{claim['claimName']}"
