@@ -1,0 +1,59 @@
+"""Every write the engine asks of the cluster, as one async protocol.
+
+The engine never talks to the apiserver itself: the operator edge implements this protocol over
+HTTP (``cluster.client``), ``simulate`` and the unit tests implement it in memory. Keeping the
+writes in one narrow seam is what lets the same scheduling code run offline and in the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.objects import PodSpec
+
+__all__ = ["ApiError", "ClusterClient", "Conflict", "NotFound"]
+
+
+class ApiError(Exception):
+    """A failed API call that may succeed when retried (5xx, timeouts, connection errors)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Conflict(ApiError):
+    """409: the pod is already bound (by us in another replica, or by someone else)."""
+
+
+class NotFound(ApiError):
+    """404: the pod (or node) is gone."""
+
+
+@runtime_checkable
+class ClusterClient(Protocol):
+    async def bind(self, pod: PodSpec, node_name: str) -> None:
+        """POST ``pods/binding``; raise Conflict, NotFound or ApiError."""
+        ...
+
+    async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
+        """Normal ``Scheduled`` event: ``Successfully assigned ns/name to node``."""
+        ...
+
+    async def record_failed(self, pod: PodSpec, reason: str, message: str) -> None:
+        """Warning ``FailedScheduling`` event and ``PodScheduled=False`` with reason and message."""
+        ...
+
+    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+        """Set (or with "" clear) ``status.nominatedNodeName``."""
+        ...
+
+    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+        """Preemption: add the DisruptionTarget condition to the victim, then delete it."""
+        ...
+
+    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+        """VolumeBinding's PreBind: ``(claim key ns/name, pv name or "" for dynamic provisioning)``."""
+        ...
