@@ -1,0 +1,366 @@
+"""The generic preemption evaluator (the reference's ``framework/preemption`` ``Evaluator``).
+
+A preemption PostFilter plugin supplies the policy (who may preempt, which victims on one node,
+how many nodes to try) through :class:`PreemptionPolicy`; the evaluator does the common work:
+pick the nodes worth trying from the filter statuses, dry-run the policy on clones of them,
+and choose one candidate. It only decides: the scheduler acts on the returned
+``PostFilterResult`` (nomination, evictions), so nothing here does I/O.
+
+The reference dry-runs nodes in parallel goroutines and stops early; here the nodes are tried one
+after another in the same rotated order with the same stopping rule, which makes the outcome
+deterministic (the reference's is the same set whenever parallelism is 1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kopf_scheduler.api.objects import parse_label_selector
+from kopf_scheduler.api.types import LabelSelector, ObjectError
+from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResult, Status
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.framework.interface import NodeLister
+    from kopf_scheduler.framework.types import NodeInfo
+
+__all__ = [
+    "NO_NODES_AVAILABLE_MSG",
+    "PREEMPTION_NOT_HELPFUL_MSG",
+    "Candidate",
+    "Evaluator",
+    "PodDisruptionBudget",
+    "PreemptionHandle",
+    "PreemptionPolicy",
+    "earliest_start_time_of_highest_priority",
+    "fit_error_message",
+    "lower_priority_nominated_pods",
+    "parse_pdbs",
+    "pick_one_node_for_preemption",
+    "pod_start_time",
+]
+
+NO_NODES_AVAILABLE_MSG = "0/{n} nodes are available"
+PREEMPTION_NOT_HELPFUL_MSG = "Preemption is not helpful for scheduling"
+_MAX_INT32 = 2**31 - 1
+
+
+class PreemptionHandle(Protocol):
+    """What the evaluator needs of the framework (``framework.Handle`` in the reference)."""
+
+    @property
+    def snapshot(self) -> NodeLister: ...
+
+    @property
+    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+@dataclass(slots=True)
+class PodDisruptionBudget:
+    """The parts of a policy/v1 PodDisruptionBudget preemption reads."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None  # None: nil or invalid selector, matches nothing
+    disruptions_allowed: int = 0
+    disrupted_pods: frozenset[str] = frozenset()
+
+
+def parse_pdbs(raw: Mapping[str, Any] | None) -> list[PodDisruptionBudget]:
+    """PDB dicts (as in ``handle.objects["PodDisruptionBudget"]``) in key order.
+
+    An invalid selector does not match any pod (the reference skips the PDB), so a malformed
+    object never fails preemption.
+    """
+    out: list[PodDisruptionBudget] = []
+    for key in sorted(raw or {}):
+        obj = (raw or {})[key]
+        if not isinstance(obj, Mapping):
+            continue
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        try:
+            selector = parse_label_selector(spec.get("selector"), "spec.selector")
+        except (ObjectError, AttributeError, TypeError):
+            selector = None
+        try:
+            allowed = int(status.get("disruptionsAllowed") or 0)
+        except (TypeError, ValueError):
+            allowed = 0
+        disrupted = status.get("disruptedPods") or {}
+        out.append(
+            PodDisruptionBudget(
+                namespace=str(meta.get("namespace") or "default"),
+                name=str(meta.get("name") or ""),
+                selector=selector,
+                disruptions_allowed=allowed,
+                disrupted_pods=frozenset(disrupted) if isinstance(disrupted, Mapping) else frozenset(),
+            )
+        )
+    return out
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A node where the preemptor fits once ``victims`` (most important first) are gone."""
+
+    name: str
+    victims: list[PodSpec] = field(default_factory=list)
+    num_pdb_violations: int = 0
+
+
+class PreemptionPolicy(Protocol):
+    """The plugin side of the evaluator (the reference's ``preemption.Interface``)."""
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]: ...
+
+    def pod_eligible_to_preempt_others(
+        self, pod: PodSpec, nominated_node_status: Status | None
+    ) -> tuple[bool, str]: ...
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
+    ) -> tuple[list[PodSpec], int, Status | None]: ...
+
+    def ordered_score_funcs(
+        self, candidates: Sequence[Candidate]
+    ) -> list[Callable[[Candidate], int]] | None: ...
+
+
+class _CandidateList:
+    """A bounded list: candidates beyond ``size`` are dropped, as the reference's candidateList."""
+
+    __slots__ = ("items", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: list[Candidate] = []
+
+    def add(self, c: Candidate) -> None:
+        if len(self.items) < self.size:
+            self.items.append(c)
+
+
+def _absent_status(node_statuses: Mapping[str, Status]) -> Status:
+    """Status of nodes missing from the map: UnschedulableAndUnresolvable unless the map says otherwise."""
+    absent = getattr(node_statuses, "absent_nodes_status", None)
+    if isinstance(absent, Status):
+        return absent
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+
+def _code(status: Status | None) -> Code:
+    return Code.SUCCESS if status is None else status.code
+
+
+def fit_error_message(num_all_nodes: int, statuses: Mapping[str, Status], absent: Status) -> str:
+    """``FitError.Error()`` of a diagnosis holding only node statuses: ``0/N nodes are available: ...``."""
+    reasons: dict[str, int] = {}
+    for status in statuses.values():
+        for reason in status.reasons:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    missing = num_all_nodes - len(statuses)
+    if missing > 0:
+        for reason in absent.reasons:
+            reasons[reason] = reasons.get(reason, 0) + missing
+    msg = NO_NODES_AVAILABLE_MSG.format(n=num_all_nodes) + ":"
+    histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    if histogram:
+        msg += f" {', '.join(histogram)}."
+    return msg
+
+
+def _aggregate(errors: Sequence[str]) -> str:
+    """``utilerrors.NewAggregate(errs).Error()``."""
+    if len(errors) == 1:
+        return errors[0]
+    return "[" + ", ".join(errors) + "]"
+
+
+def pod_start_time(pod: PodSpec, now: float) -> float:
+    """``util.GetPodStartTime``: status.startTime, or now for pods that have not started."""
+    return pod.start_time if pod.start_time else now
+
+
+def earliest_start_time_of_highest_priority(victims: Sequence[PodSpec], now: float) -> float:
+    """``util.GetEarliestPodStartTime``: earliest start among the highest-priority victims."""
+    max_priority = victims[0].priority
+    earliest = pod_start_time(victims[0], now)
+    for pod in victims:
+        if pod.priority == max_priority:
+            earliest = min(earliest, pod_start_time(pod, now))
+        elif pod.priority > max_priority:
+            max_priority = pod.priority
+            earliest = pod_start_time(pod, now)
+    return earliest
+
+
+def pick_one_node_for_preemption(
+    candidates: Sequence[Candidate],
+    score_funcs: Sequence[Callable[[Candidate], int | float]] | None = None,
+    now: float | None = None,
+) -> Candidate | None:
+    """Choose by successive tie-breaks; each function keeps the highest-scoring candidates.
+
+    Default order (the reference's): fewest PDB violations, lowest highest-victim priority,
+    smallest sum of (priority + 2^31) over victims, fewest victims, latest earliest start time
+    of the highest-priority victims, then the first remaining candidate.
+    """
+    if not candidates:
+        return None
+    at = time.time() if now is None else now
+    if not score_funcs:
+        score_funcs = [
+            lambda c: -c.num_pdb_violations,
+            lambda c: -c.victims[0].priority,
+            # +MaxInt32+1 keeps every term positive, so more victims never looks cheaper.
+            lambda c: -sum(p.priority + _MAX_INT32 + 1 for p in c.victims),
+            lambda c: -len(c.victims),
+            lambda c: earliest_start_time_of_highest_priority(c.victims, at),
+        ]
+    remaining = list(candidates)
+    for func in score_funcs:
+        best: list[Candidate] = []
+        best_score: int | float | None = None
+        for c in remaining:
+            score = func(c)
+            if best_score is None or score > best_score:
+                best_score = score
+                best = [c]
+            elif score == best_score:
+                best.append(c)
+        if len(best) == 1:
+            return best[0]
+        remaining = best
+    return remaining[0]
+
+
+class Evaluator:
+    """Runs preemption for one plugin: eligibility, candidate dry-run, choice."""
+
+    def __init__(self, plugin_name: str, handle: PreemptionHandle, policy: PreemptionPolicy) -> None:
+        self.plugin_name = plugin_name
+        self.handle = handle
+        self.policy = policy
+
+    def preempt(
+        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """Decide a nominated node and its victims.
+
+        Returns ``(None, Unschedulable)`` when the pod may not preempt (keep its nomination),
+        ``(PostFilterResult(""), Unschedulable)`` when no node helps (clear its nomination),
+        ``(None, Error)`` on a plugin error, and ``(PostFilterResult(node, victims), None)`` on
+        success.
+        """
+        absent = _absent_status(node_statuses)
+        nominated_status: Status | None = None
+        if pod.nominated_node_name:
+            nominated_status = node_statuses.get(pod.nominated_node_name, absent)
+        ok, msg = self.policy.pod_eligible_to_preempt_others(pod, nominated_status)
+        if not ok:
+            return None, Status(Code.UNSCHEDULABLE, msg)
+
+        all_nodes = self.handle.snapshot.list()
+        if not all_nodes:
+            return None, Status(Code.ERROR, "no nodes available")
+        candidates, statuses, errors = self.find_candidates(state, pod, all_nodes, node_statuses)
+        if errors and not candidates:
+            return None, Status(Code.ERROR, _aggregate(errors))
+        if not candidates:
+            not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, PREEMPTION_NOT_HELPFUL_MSG)
+            message = fit_error_message(len(all_nodes), statuses, not_helpful)
+            return PostFilterResult(nominated_node_name=""), Status(Code.UNSCHEDULABLE, message)
+
+        best = self.select_candidate(candidates)
+        if best is None or not best.name:
+            return None, Status(Code.UNSCHEDULABLE, "no candidate node for preemption")
+        return PostFilterResult(nominated_node_name=best.name, victims=list(best.victims)), None
+
+    def find_candidates(
+        self,
+        state: CycleState,
+        pod: PodSpec,
+        all_nodes: Sequence[NodeInfo],
+        node_statuses: Mapping[str, Status],
+    ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
+        """Dry-run on the nodes the filters found Unschedulable (not Unresolvable)."""
+        absent_code = _absent_status(node_statuses).code
+        potential = [
+            info
+            for info in all_nodes
+            if (node_statuses[info.name].code if info.name in node_statuses else absent_code)
+            == Code.UNSCHEDULABLE
+        ]
+        if not potential:
+            return [], {}, []
+        pdbs = parse_pdbs(self.handle.objects.get("PodDisruptionBudget"))
+        offset, num_candidates = self.policy.get_offset_and_num_candidates(len(potential))
+        return self.dry_run_preemption(state, pod, potential, pdbs, offset, num_candidates)
+
+    def dry_run_preemption(
+        self,
+        state: CycleState,
+        pod: PodSpec,
+        potential_nodes: Sequence[NodeInfo],
+        pdbs: Sequence[PodDisruptionBudget],
+        offset: int,
+        num_candidates: int,
+    ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
+        """Try nodes from ``offset`` round-robin until enough candidates, one non-violating.
+
+        Returns non-PDB-violating candidates first, the statuses of nodes that did not make
+        it, and the error messages met on the way.
+        """
+        non_violating = _CandidateList(num_candidates)
+        violating = _CandidateList(num_candidates)
+        statuses: dict[str, Status] = {}
+        errors: list[str] = []
+        n = len(potential_nodes)
+        for i in range(n):
+            info = potential_nodes[(offset + i) % n].clone()
+            victims, num_violations, status = self.policy.select_victims_on_node(
+                state.clone(), pod, info, pdbs
+            )
+            if _code(status) == Code.SUCCESS and victims:
+                c = Candidate(info.name, victims, num_violations)
+                (non_violating if num_violations == 0 else violating).add(c)
+                found_nv, found_v = len(non_violating.items), len(violating.items)
+                if found_nv > 0 and found_nv + found_v >= num_candidates:
+                    break
+                continue
+            if status is None or status.code == Code.SUCCESS:
+                status = Status(Code.ERROR, f'expected at least one victim pod on node "{info.name}"')
+            if status.code == Code.ERROR:
+                errors.append(status.message)
+            statuses[info.name] = status
+        return non_violating.items + violating.items, statuses, errors
+
+    def select_candidate(self, candidates: Sequence[Candidate]) -> Candidate | None:
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        return pick_one_node_for_preemption(candidates, self.policy.ordered_score_funcs(candidates))
+
+
+def lower_priority_nominated_pods(pods: Iterable[PodSpec], preemptor: PodSpec) -> list[PodSpec]:
+    """Pods nominated to the chosen node with lower priority than the preemptor; their
+    nomination should be cleared (the reference's ``getLowerPriorityNominatedPods``)."""
+    return [p for p in pods if p.priority < preemptor.priority]
