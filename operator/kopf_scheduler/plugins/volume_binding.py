@@ -1,0 +1,940 @@
+"""VolumeBinding: PVC/PV binding decisions made with the pod's placement (reference ``volumebinding``).
+
+Claims are split once per pod (PreFilter) into bound claims, unbound WaitForFirstConsumer claims and
+unbound Immediate claims. Filter checks that every bound claim's PV can be reached from the node and
+that every delayed claim either matches the smallest fitting unbound PV or can be dynamically
+provisioned there. Reserve "assumes" the node's decisions in an in-memory overlay of the PV/PVC
+objects, so that the next pods (scheduled before the watch catches up) do not pick the same PV;
+PreBind asks the edge to write them and waits until the PV controller reports the claims bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kopf_scheduler.api.objects import PodSpec, labels_of, parse_label_selector
+from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    Handle,
+    Plugin,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins._volumes import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    MIGRATED_PLUGINS_ANNOTATION,
+    NOT_SUPPORTED_PROVISIONER,
+    annotations_of,
+    claim_of_volume,
+    claim_selector,
+    meta,
+    not_found,
+    pv_class,
+    pv_matches_node,
+    pvc_class,
+    quantity,
+    resource_version,
+    spec,
+    storage_capacity,
+    storage_request,
+    volume_is_for_pod,
+)
+
+__all__ = ["UtilizationShapePoint", "VolumeBinding", "VolumeBindingArgs"]
+
+STATE_KEY = "VolumeBinding"
+
+ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+ERR_REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+
+PVC = "PersistentVolumeClaim"
+PV = "PersistentVolume"
+STORAGE_CLASS = "StorageClass"
+
+
+# --- args -------------------------------------------------------------------------------------
+
+
+class UtilizationShapePoint(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    utilization: int = Field(alias="utilization")
+    score: int = Field(alias="score")
+
+
+class VolumeBindingArgs(BaseModel):
+    """``VolumeBindingArgs``; ``shape`` only matters with the VolumeCapacityPriority feature."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds")
+    shape: list[UtilizationShapePoint] | None = Field(None, alias="shape")
+
+    @field_validator("bind_timeout_seconds")
+    @classmethod
+    def _non_negative(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("invalid BindTimeoutSeconds, should not be a negative value")
+        return value
+
+
+DEFAULT_SHAPE = (
+    UtilizationShapePoint(utilization=0, score=0),
+    UtilizationShapePoint(utilization=100, score=10),
+)
+
+
+def _validate_shape(shape: Sequence[UtilizationShapePoint]) -> None:
+    if not shape:
+        raise ValueError("shape: Required value: at least one point must be specified")
+    for i, point in enumerate(shape):
+        if not 0 <= point.utilization <= 100:
+            raise ValueError(
+                f"shape[{i}].utilization: Invalid value: {point.utilization}: not in valid range [0, 100]"
+            )
+        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ValueError(f"shape[{i}].score: Invalid value: {point.score}: not in valid range [0, 10]")
+        if i and point.utilization <= shape[i - 1].utilization:
+            raise ValueError(
+                f"shape[{i}].utilization: Invalid value: {point.utilization}: values are not sorted"
+            )
+
+
+def _go_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero, as Go's ``/``."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """``helper.BuildBrokenLinearFunction``: linear interpolation between the shape's points."""
+    for i, (util, score) in enumerate(shape):
+        if p <= util:
+            if i == 0:
+                return score
+            prev_util, prev_score = shape[i - 1]
+            return prev_score + _go_div((score - prev_score) * (p - prev_util), util - prev_util)
+    return shape[-1][1]
+
+
+# --- state ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _PodVolumes:
+    """One node's decisions: static (pvc, pv) bindings and claims left to dynamic provisioning."""
+
+    static_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
+    dynamic_provisions: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _StateData:
+    skip: bool = False
+    bound_claims: list[Mapping[str, Any]] = field(default_factory=list)
+    claims_to_bind: list[Mapping[str, Any]] = field(default_factory=list)
+    unbound_volumes: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    pod_volumes_by_node: dict[str, _PodVolumes] = field(default_factory=dict)
+    has_static_bindings: bool = False
+    all_bound: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def clone(self) -> _StateData:
+        # As the reference: decisions found by Filter are shared with preemption's copies.
+        return self
+
+
+class _VolumeError(Exception):
+    """An internal error that becomes an Error status (the reference's ``AsStatus(err)``)."""
+
+
+# --- the assume cache -------------------------------------------------------------------------
+
+
+class _AssumeCache:
+    """Assumed versions of PVs or PVCs laid over ``handle.objects[kind]`` (``assume_cache.go``).
+
+    An assumed object hides the informer's object until the informer delivers a different
+    resourceVersion (the API write has been observed) or the assumption is restored.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._assumed: dict[str, tuple[str, Mapping[str, Any]]] = {}
+
+    def get(self, objects: Mapping[str, Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
+        real = objects.get(self.kind, {}).get(key)
+        entry = self._assumed.get(key)
+        if entry is None:
+            return real
+        if real is not None and resource_version(real) == entry[0]:
+            return entry[1]
+        self._assumed.pop(key, None)
+        return real
+
+    def items(self, objects: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        for key in list(objects.get(self.kind, {})):
+            obj = self.get(objects, key)
+            if obj is not None:
+                yield key, obj
+
+    def assume(self, key: str, base: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        self._assumed[key] = (resource_version(base), new)
+
+    def restore(self, key: str) -> None:
+        self._assumed.pop(key, None)
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
+
+def _claim_key(pvc: Mapping[str, Any]) -> str:
+    m = meta(pvc)
+    return f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("name", ""))
+
+
+def _volume_name(pvc: Mapping[str, Any]) -> str:
+    return str(spec(pvc).get("volumeName") or "")
+
+
+def _is_fully_bound(pvc: Mapping[str, Any]) -> bool:
+    return bool(_volume_name(pvc)) and ANN_BIND_COMPLETED in annotations_of(pvc)
+
+
+def _claim_ref(pv: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    ref = spec(pv).get("claimRef")
+    return ref if isinstance(ref, Mapping) else None
+
+
+def _is_volume_bound_to_claim(pv: Mapping[str, Any], pvc: Mapping[str, Any]) -> bool:
+    """``IsVolumeBoundToClaim``: name and namespace match, and the UID when the ref has one."""
+    ref = _claim_ref(pv)
+    if ref is None:
+        return False
+    m = meta(pvc)
+    if ref.get("name") != m.get("name") or (ref.get("namespace") or "default") != (
+        m.get("namespace") or "default"
+    ):
+        return False
+    return not ref.get("uid") or ref.get("uid") == m.get("uid")
+
+
+def _bind_volume_to_claim(pv: Mapping[str, Any], pvc: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """``GetBindVolumeToClaim``: a copy of the PV with claimRef set; and whether it changed."""
+    m = meta(pvc)
+    ref = _claim_ref(pv) or {}
+    bound_already = _is_volume_bound_to_claim(pv, pvc)
+    new = copy.deepcopy(dict(pv))
+    dirty = False
+    if (
+        not ref
+        or ref.get("name") != m.get("name")
+        or ref.get("namespace") != m.get("namespace")
+        or ref.get("uid") != m.get("uid")
+    ):
+        new_spec = dict(new.get("spec") or {})
+        new_spec["claimRef"] = {
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "namespace": m.get("namespace") or "default",
+            "name": m.get("name", ""),
+            "uid": m.get("uid", ""),
+            "resourceVersion": m.get("resourceVersion", ""),
+        }
+        new["spec"] = new_spec
+        dirty = True
+    if not bound_already and ANN_BOUND_BY_CONTROLLER not in annotations_of(new):
+        new_meta = dict(new.get("metadata") or {})
+        new_meta["annotations"] = {**dict(new_meta.get("annotations") or {}), ANN_BOUND_BY_CONTROLLER: "yes"}
+        new["metadata"] = new_meta
+        dirty = True
+    return new, dirty
+
+
+def _access_modes(obj: Mapping[str, Any]) -> set[str]:
+    return {str(m) for m in spec(obj).get("accessModes") or ()}
+
+
+def _volume_mode(obj: Mapping[str, Any]) -> str:
+    return str(spec(obj).get("volumeMode") or "Filesystem")
+
+
+def _match_topology_terms(terms: Any, node_labels: Mapping[str, str]) -> bool:
+    """``MatchTopologySelectorTerms`` over a StorageClass's allowedTopologies (no terms match all)."""
+    if not terms:
+        return True
+    for term in terms:
+        exprs = (term or {}).get("matchLabelExpressions") or ()
+        if not exprs:
+            continue
+        if all(
+            expr.get("key") in node_labels and node_labels[expr["key"]] in (expr.get("values") or ())
+            for expr in exprs
+        ):
+            return True
+    return False
+
+
+# --- the plugin -------------------------------------------------------------------------------
+
+
+class VolumeBinding(Plugin):
+    """The reference's VolumeBinding plugin, over raw objects in ``handle.objects``."""
+
+    name = "VolumeBinding"
+    Args = VolumeBindingArgs
+
+    # Seconds between PreBind's looks at the claims while the PV controller binds them.
+    poll_interval: float = 1.0
+
+    def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
+        args = args if args is not None else VolumeBindingArgs.model_validate({})
+        super().__init__(args, handle)
+        self.bind_timeout = float(args.bind_timeout_seconds)
+        self.pv_cache = _AssumeCache(PV)
+        self.pvc_cache = _AssumeCache(PVC)
+        gates = getattr(handle, "feature_gates", None) or {}
+        self.capacity_priority = bool(gates.get("VolumeCapacityPriority", False))
+        self._shape: tuple[tuple[int, int], ...] | None = None
+        if self.capacity_priority:
+            points = list(args.shape) if args.shape is not None else list(DEFAULT_SHAPE)
+            _validate_shape(points)
+            factor = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+            self._shape = tuple((p.utilization, p.score * factor) for p in points)
+
+    # -- object access --
+
+    @property
+    def _objects(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.handle.objects if self.handle is not None else {}
+
+    def _storage_class(self, name: str) -> Mapping[str, Any] | None:
+        return self._objects.get(STORAGE_CLASS, {}).get(name)
+
+    def _is_delay_binding_mode(self, pvc: Mapping[str, Any]) -> bool:
+        """``IsDelayBindingMode``: no class or an unknown class means Immediate."""
+        class_name = pvc_class(pvc)
+        if not class_name:
+            return False
+        sc = self._storage_class(class_name)
+        if sc is None:
+            return False
+        mode = sc.get("volumeBindingMode")
+        if not mode:
+            raise _VolumeError(f'VolumeBindingMode not set for StorageClass "{class_name}"')
+        return mode == WAIT_FOR_FIRST_CONSUMER
+
+    # -- events --
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                self._after_storage_class_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.PVC, ActionType.ADD | ActionType.UPDATE), self._after_pvc_change
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.PV, ActionType.ADD | ActionType.UPDATE)),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
+                self._after_csi_node_change,
+            ),
+        ]
+
+    @staticmethod
+    def _after_csi_node_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if old is None:
+            return QueueingHint.QUEUE
+        if annotations_of(old).get(MIGRATED_PLUGINS_ANNOTATION) != annotations_of(new).get(
+            MIGRATED_PLUGINS_ANNOTATION
+        ):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        m = meta(new)
+        if (m.get("namespace") or "default") != pod.namespace:
+            return QueueingHint.QUEUE_SKIP
+        for vol in pod.volumes:
+            claim = claim_of_volume(pod, vol)
+            if claim is not None and claim[0] == m.get("name"):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_storage_class_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if old is None:
+            return QueueingHint.QUEUE
+        if (old.get("allowedTopologies") or None) != (new.get("allowedTopologies") or None):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    # -- PreFilter --
+
+    def _pod_has_pvcs(self, pod: PodSpec) -> tuple[bool, str | None]:
+        has_pvc = False
+        claims = self._objects.get(PVC, {})
+        for vol in pod.volumes:
+            claim = claim_of_volume(pod, vol)
+            if claim is None:
+                continue
+            name, ephemeral = claim
+            has_pvc = True
+            pvc = claims.get(f"{pod.namespace}/{name}")
+            if pvc is None:
+                if ephemeral:
+                    return (
+                        has_pvc,
+                        "waiting for ephemeral volume controller to create the persistentvolumeclaim "
+                        f'"{name}"',
+                    )
+                return has_pvc, not_found(PVC, name)
+            status = pvc.get("status") or {}
+            if status.get("phase") == "Lost":
+                return has_pvc, (
+                    f'persistentvolumeclaim "{_name(pvc)}" bound to non-existent persistentvolume '
+                    f'"{_volume_name(pvc)}"'
+                )
+            if meta(pvc).get("deletionTimestamp"):
+                return has_pvc, f'persistentvolumeclaim "{_name(pvc)}" is being deleted'
+            if ephemeral:
+                err = volume_is_for_pod(pod, pvc)
+                if err:
+                    return has_pvc, err
+        return has_pvc, None
+
+    def _get_pod_volume_claims(self, pod: PodSpec) -> tuple[list[Any], list[Any], list[Any]]:
+        """(bound, unbound delayed, unbound immediate incl. pre-bound) claims, through the assume cache."""
+        bound: list[Mapping[str, Any]] = []
+        delayed: list[Mapping[str, Any]] = []
+        immediate: list[Mapping[str, Any]] = []
+        objects = self._objects
+        for vol in pod.volumes:
+            claim = claim_of_volume(pod, vol)
+            if claim is None:
+                continue
+            key = f"{pod.namespace}/{claim[0]}"
+            pvc = self.pvc_cache.get(objects, key)
+            if pvc is None:
+                raise _VolumeError(f'error getting PVC "{key}": {not_found(PVC, claim[0])}')
+            if claim[1]:
+                err = volume_is_for_pod(pod, pvc)
+                if err:
+                    raise _VolumeError(err)
+            if _is_fully_bound(pvc):
+                bound.append(pvc)
+            elif self._is_delay_binding_mode(pvc) and not _volume_name(pvc):
+                delayed.append(pvc)
+            else:
+                immediate.append(pvc)
+        return bound, delayed, immediate
+
+    def pre_filter(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        has_pvc, err = self._pod_has_pvcs(pod)
+        if err is not None:
+            return None, Status.unresolvable(err)
+        if not has_pvc:
+            state.write(STATE_KEY, _StateData(skip=True))
+            return None, Status(Code.SKIP)
+        try:
+            bound, delayed, immediate = self._get_pod_volume_claims(pod)
+        except _VolumeError as exc:
+            return None, Status.as_error(exc)
+        if immediate:
+            return None, Status.unresolvable(ERR_UNBOUND_IMMEDIATE)
+        unbound_volumes: dict[str, list[Mapping[str, Any]]] = {}
+        if delayed:
+            classes = {pvc_class(pvc) for pvc in delayed}
+            for class_name in classes:
+                unbound_volumes[class_name] = []
+            for _, pv in self.pv_cache.items(self._objects):
+                bucket = unbound_volumes.get(pv_class(pv))
+                if bucket is not None:
+                    bucket.append(pv)
+        state.write(
+            STATE_KEY, _StateData(bound_claims=bound, claims_to_bind=delayed, unbound_volumes=unbound_volumes)
+        )
+        return None, None
+
+    # -- Filter --
+
+    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+        if data.skip:
+            return None
+        node = node_info.node
+        if node is None:
+            return Status.as_error(ValueError("node not found"))
+        try:
+            pod_volumes, reasons = self._find_pod_volumes(pod, data, node.name, node.labels)
+        except _VolumeError as exc:
+            return Status.as_error(exc)
+        if reasons:
+            return Status.unresolvable(*reasons)
+        with data.lock:
+            data.pod_volumes_by_node[node.name] = pod_volumes
+            data.has_static_bindings = data.has_static_bindings or bool(pod_volumes.static_bindings)
+        return None
+
+    def _find_pod_volumes(
+        self, pod: PodSpec, data: _StateData, node_name: str, node_labels: Mapping[str, str]
+    ) -> tuple[_PodVolumes, list[str]]:
+        pod_volumes = _PodVolumes()
+        unbound_ok = bound_ok = sufficient_storage = bound_pvs_found = True
+
+        def reasons() -> list[str]:
+            out = []
+            if not bound_ok:
+                out.append(ERR_REASON_NODE_CONFLICT)
+            if not unbound_ok:
+                out.append(ERR_REASON_BIND_CONFLICT)
+            if not sufficient_storage:
+                out.append(ERR_REASON_NOT_ENOUGH_SPACE)
+            if not bound_pvs_found:
+                out.append(ERR_REASON_PV_NOT_EXIST)
+            return out
+
+        if data.bound_claims:
+            bound_ok, bound_pvs_found = self._check_bound_claims(data.bound_claims, node_name, node_labels)
+
+        if data.claims_to_bind:
+            to_match: list[Mapping[str, Any]] = []
+            to_provision: list[Mapping[str, Any]] = []
+            for pvc in data.claims_to_bind:
+                selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
+                if selected is not None:
+                    if selected != node_name:
+                        unbound_ok = False  # fast path: provisioning already targets another node
+                        return pod_volumes, reasons()
+                    to_provision.append(pvc)
+                else:
+                    to_match.append(pvc)
+            if to_match:
+                unbound_ok, pod_volumes.static_bindings, unmatched = self._find_matching_volumes(
+                    to_match, data.unbound_volumes, node_name, node_labels
+                )
+                to_provision.extend(unmatched)
+            if to_provision:
+                unbound_ok, sufficient_storage, pod_volumes.dynamic_provisions = (
+                    self._check_volume_provisions(to_provision, node_name, node_labels)
+                )
+        return pod_volumes, reasons()
+
+    def _check_bound_claims(
+        self, claims: Sequence[Mapping[str, Any]], node_name: str, node_labels: Mapping[str, str]
+    ) -> tuple[bool, bool]:
+        """(node affinity satisfied, PVs found) for bound claims; stops at the first failure."""
+        objects = self._objects
+        for pvc in claims:
+            pv = self.pv_cache.get(objects, _volume_name(pvc))
+            if pv is None:
+                return True, False
+            if not pv_matches_node(pv, node_name, node_labels):
+                return False, True
+        return True, True
+
+    def _find_matching_volumes(
+        self,
+        claims: Sequence[Mapping[str, Any]],
+        unbound_volumes: Mapping[str, Sequence[Mapping[str, Any]]],
+        node_name: str,
+        node_labels: Mapping[str, str],
+    ) -> tuple[bool, list[tuple[Mapping[str, Any], Mapping[str, Any]]], list[Mapping[str, Any]]]:
+        """Smallest fitting PV per claim, claims sorted by request so small claims pick first."""
+        found = True
+        chosen: set[str] = set()
+        bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+        unmatched: list[Mapping[str, Any]] = []
+        for pvc in sorted(claims, key=storage_request):
+            pv = self._find_matching_volume(
+                pvc, unbound_volumes.get(pvc_class(pvc), ()), node_name, node_labels, chosen
+            )
+            if pv is None:
+                unmatched.append(pvc)
+                found = False
+                continue
+            chosen.add(_name(pv))
+            bindings.append((pvc, pv))
+        return found, bindings, unmatched
+
+    @staticmethod
+    def _find_matching_volume(
+        pvc: Mapping[str, Any],
+        volumes: Iterable[Mapping[str, Any]],
+        node_name: str,
+        node_labels: Mapping[str, str],
+        excluded: set[str],
+    ) -> Mapping[str, Any] | None:
+        """``FindMatchingVolume`` (scheduler path): a PV pre-bound to the claim, else the smallest fit."""
+        requested = storage_request(pvc)
+        requested_class = pvc_class(pvc)
+        try:
+            selector = claim_selector(pvc)
+        except ObjectError as exc:
+            raise _VolumeError(
+                f"error creating internal label selector for claim: {_claim_key(pvc)}: {exc}"
+            ) from None
+        claim_modes = _access_modes(pvc)
+        claim_mode = _volume_mode(pvc)
+        smallest: Mapping[str, Any] | None = None
+        smallest_qty = None
+        for pv in volumes:
+            if _name(pv) in excluded:
+                continue
+            if _claim_ref(pv) is not None and not _is_volume_bound_to_claim(pv, pvc):
+                continue
+            capacity = storage_capacity(pv)
+            if capacity < requested:
+                continue
+            if _volume_mode(pv) != claim_mode:
+                continue
+            if meta(pv).get("deletionTimestamp"):
+                continue
+            affinity_ok = pv_matches_node(pv, node_name, node_labels)
+            if _is_volume_bound_to_claim(pv, pvc):
+                # A pre-bound PV that cannot reach the node means no match at all.
+                return pv if affinity_ok else None
+            if (pv.get("status") or {}).get("phase") != "Available":
+                continue
+            if selector is not None and not selector.matches(labels_of(pv)):
+                continue
+            if pv_class(pv) != requested_class:
+                continue
+            if not affinity_ok:
+                continue
+            if not claim_modes <= _access_modes(pv):
+                continue
+            if smallest is None or smallest_qty is None or smallest_qty > capacity:
+                smallest, smallest_qty = pv, capacity
+        return smallest
+
+    def _check_volume_provisions(
+        self, claims: Sequence[Mapping[str, Any]], node_name: str, node_labels: Mapping[str, str]
+    ) -> tuple[bool, bool, list[Mapping[str, Any]]]:
+        """(provisioning possible, enough storage, claims to provision); the first failure decides."""
+        provisions: list[Mapping[str, Any]] = []
+        for pvc in claims:
+            class_name = pvc_class(pvc)
+            if not class_name:
+                raise _VolumeError(f'no class for claim "{_claim_key(pvc)}"')
+            sc = self._storage_class(class_name)
+            if sc is None:
+                raise _VolumeError(f'failed to find storage class "{class_name}"')
+            provisioner = str(sc.get("provisioner") or "")
+            if not provisioner or provisioner == NOT_SUPPORTED_PROVISIONER:
+                return False, True, []
+            if not _match_topology_terms(sc.get("allowedTopologies"), node_labels):
+                return False, True, []
+            if not self._has_enough_capacity(provisioner, pvc, class_name, node_labels):
+                return True, False, []
+            provisions.append(pvc)
+        return True, True, provisions
+
+    def _has_enough_capacity(
+        self, provisioner: str, pvc: Mapping[str, Any], class_name: str, node_labels: Mapping[str, str]
+    ) -> bool:
+        """Storage capacity tracking: only for CSI drivers that opt in (CSIDriver.spec.storageCapacity)."""
+        requests = (spec(pvc).get("resources") or {}).get("requests") or {}
+        if "storage" not in requests:
+            return True
+        driver = self._objects.get("CSIDriver", {}).get(provisioner)
+        if driver is None or not spec(driver).get("storageCapacity"):
+            return True
+        size = quantity(requests["storage"])
+        for capacity in self._objects.get("CSIStorageCapacity", {}).values():
+            if capacity.get("storageClassName") != class_name:
+                continue
+            limit = capacity.get("maximumVolumeSize")
+            if limit is None:
+                limit = capacity.get("capacity")
+            if limit is None or quantity(limit) < size:
+                continue
+            topology = capacity.get("nodeTopology")
+            if topology is None:
+                continue
+            try:
+                selector = parse_label_selector(topology, "nodeTopology")
+            except ObjectError:
+                continue
+            if selector is not None and selector.matches(node_labels):
+                return True
+        return False
+
+    # -- Score --
+
+    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+        if self._shape is None:
+            return Status(Code.SKIP)
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+        return None if data.has_static_bindings else Status(Code.SKIP)
+
+    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+        if self._shape is None:
+            return 0, None
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return 0, Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+        pod_volumes = data.pod_volumes_by_node.get(node_info.name)
+        if pod_volumes is None:
+            return 0, None
+        per_class: dict[str, list[int]] = {}
+        for pvc, pv in pod_volumes.static_bindings:
+            acc = per_class.setdefault(pv_class(pv), [0, 0])
+            acc[0] += math.ceil(storage_request(pvc))
+            acc[1] += math.ceil(storage_capacity(pv))
+        return self._score_classes(per_class.values()), None
+
+    def _score_classes(self, resources: Iterable[Sequence[int]]) -> int:
+        assert self._shape is not None
+        total = weight = 0
+        for requested, capacity in resources:
+            if capacity == 0 or requested > capacity:
+                total += _broken_linear(self._shape, MAX_UTILIZATION)
+            else:
+                total += _broken_linear(self._shape, requested * MAX_UTILIZATION // capacity)
+            weight += 1
+        if weight == 0:
+            return 0
+        return math.floor(total / weight + 0.5)  # math.Round: halves away from zero (scores are >= 0)
+
+    # -- Reserve / Unreserve --
+
+    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+        pod_volumes = data.pod_volumes_by_node.get(node_name)
+        if pod_volumes is None:
+            data.all_bound = True  # the pod has no claims
+            return None
+        try:
+            data.all_bound = self._assume_pod_volumes(pod, node_name, pod_volumes)
+        except _VolumeError as exc:
+            return Status.as_error(exc)
+        return None
+
+    def _are_pod_volumes_bound(self, pod: PodSpec) -> bool:
+        objects = self._objects
+        for vol in pod.volumes:
+            claim = claim_of_volume(pod, vol)
+            if claim is None:
+                continue
+            pvc = self.pvc_cache.get(objects, f"{pod.namespace}/{claim[0]}")
+            if pvc is None or not _is_fully_bound(pvc):
+                return False
+        return True
+
+    def _assume_pod_volumes(self, pod: PodSpec, node_name: str, pod_volumes: _PodVolumes) -> bool:
+        """``AssumePodVolumes``: record the node's decisions in the assume caches; True when nothing to do."""
+        if self._are_pod_volumes_bound(pod):
+            return True
+        objects = self._objects
+        new_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+        for pvc, pv in pod_volumes.static_bindings:
+            new_pv, dirty = _bind_volume_to_claim(pv, pvc)
+            if dirty:
+                base = objects.get(PV, {}).get(_name(pv), pv)
+                self.pv_cache.assume(_name(pv), base, new_pv)
+            new_bindings.append((pvc, new_pv))
+        new_provisions: list[Mapping[str, Any]] = []
+        for pvc in pod_volumes.dynamic_provisions:
+            clone = copy.deepcopy(dict(pvc))
+            clone_meta = dict(clone.get("metadata") or {})
+            clone_meta["annotations"] = {
+                **dict(clone_meta.get("annotations") or {}),
+                ANN_SELECTED_NODE: node_name,
+            }
+            clone["metadata"] = clone_meta
+            key = _claim_key(pvc)
+            self.pvc_cache.assume(key, objects.get(PVC, {}).get(key, pvc), clone)
+            new_provisions.append(clone)
+        pod_volumes.static_bindings = new_bindings
+        pod_volumes.dynamic_provisions = new_provisions
+        return False
+
+    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return
+        pod_volumes = data.pod_volumes_by_node.get(node_name)
+        if pod_volumes is None:
+            return
+        for _, pv in pod_volumes.static_bindings:
+            self.pv_cache.restore(_name(pv))
+        for pvc in pod_volumes.dynamic_provisions:
+            self.pvc_cache.restore(_claim_key(pvc))
+
+    # -- PreBind --
+
+    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        """Ask the edge to write the volume decisions, then wait for the PV controller to bind.
+
+        Calls ``await handle.client.bind_volumes(pod, claims)`` once, where ``claims`` is a list of
+        ``(claim key "ns/name", pv name)`` in this order: static bindings first (pv name set), then
+        claims left to dynamic provisioning (pv name ""). The edge is expected to make, for each:
+
+        - pv name set: update the PV so that ``spec.claimRef`` references the claim (kind, apiVersion
+          v1, namespace, name, uid, resourceVersion of the claim) and, unless the PV was already
+          bound to that claim, add the annotation ``pv.kubernetes.io/bound-by-controller: "yes"``
+          (``GetBindVolumeToClaim``); the PV controller then completes the PVC side;
+        - pv name "": update the PVC to carry the annotation
+          ``volume.kubernetes.io/selected-node: <pod.node_name>``, which tells the external
+          provisioner to create a volume reachable from that node. ``pod.node_name`` is always the
+          chosen node here (the plugin passes a copy of the pod with it set).
+
+        It raises ``ApiError`` (or a subclass) on a failed write, and returns as soon as the writes
+        are accepted; it does not wait. This plugin then waits (polling ``handle.objects``, fed by the
+        watch) until every claim is fully bound (``spec.volumeName`` set and the
+        ``pv.kubernetes.io/bind-completed`` annotation), failing early like the reference when the
+        provisioner drops the selected-node annotation or the PV controller resets the claimRef,
+        and giving up after ``bindTimeoutSeconds``. An in-memory client (simulate, tests) must act
+        as the PV controller and mark the claims bound in its objects, or PreBind times out.
+        """
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+        if data.all_bound:
+            return None
+        pod_volumes = data.pod_volumes_by_node.get(node_name)
+        if pod_volumes is None:
+            return Status.as_error(LookupError(f'no pod volumes found for node "{node_name}"'))
+        client = getattr(self.handle, "client", None)
+        if client is None:
+            return Status.as_error(RuntimeError("VolumeBinding needs handle.client to bind volumes"))
+        objects = self._objects
+        # Versions seen before our writes: until the watch shows a newer one, "not yet visible" is
+        # not a failure (the reference compares against the objects its Update calls returned).
+        base_pv_versions = {
+            _name(pv): resource_version(objects.get(PV, {}).get(_name(pv)))
+            for _, pv in pod_volumes.static_bindings
+        }
+        base_pvc_versions = {
+            _claim_key(pvc): resource_version(objects.get(PVC, {}).get(_claim_key(pvc)))
+            for pvc in pod_volumes.dynamic_provisions
+        }
+        claims = [(_claim_key(pvc), _name(pv)) for pvc, pv in pod_volumes.static_bindings]
+        claims += [(_claim_key(pvc), "") for pvc in pod_volumes.dynamic_provisions]
+        if pod.node_name != node_name:
+            pod = dataclasses.replace(pod, node_name=node_name)
+        try:
+            await client.bind_volumes(pod, claims)
+        except Exception as exc:  # the edge's ApiError family, or anything unexpected
+            return Status.as_error(exc)
+        deadline = time.monotonic() + self.bind_timeout
+        while True:
+            try:
+                if self._check_bindings(pod_volumes, node_name, base_pv_versions, base_pvc_versions):
+                    return None
+            except _VolumeError as exc:
+                return Status.as_error(_VolumeError(f"binding volumes: {exc}"))
+            if time.monotonic() >= deadline:
+                return Status.as_error(_VolumeError("binding volumes: context deadline exceeded"))
+            await asyncio.sleep(self.poll_interval)
+
+    def _check_bindings(
+        self,
+        pod_volumes: _PodVolumes,
+        node_name: str,
+        base_pv_versions: Mapping[str, str],
+        base_pvc_versions: Mapping[str, str],
+    ) -> bool:
+        """``checkBindings`` on the watched objects: True when all claims are fully bound."""
+        objects = self._objects
+        node_info = self.handle.snapshot.get(node_name) if self.handle is not None else None
+        node = node_info.node if node_info is not None else None
+        if node is None:
+            raise _VolumeError(f'failed to get node "{node_name}": {not_found("Node", node_name)}')
+        pvs = objects.get(PV, {})
+        pvcs = objects.get(PVC, {})
+        for pvc_assumed, pv_assumed in pod_volumes.static_bindings:
+            pv_name = _name(pv_assumed)
+            pv = pvs.get(pv_name)
+            if pv is None:
+                raise _VolumeError(f"failed to check binding: {not_found(PV, pv_name)}")
+            key = _claim_key(pvc_assumed)
+            pvc = pvcs.get(key)
+            if pvc is None:
+                raise _VolumeError(f"failed to check binding: {not_found(PVC, _name(pvc_assumed))}")
+            if not _is_volume_bound_to_claim(pv, pvc_assumed):
+                if resource_version(pv) == base_pv_versions.get(pv_name):
+                    return False  # our update is not visible yet
+                ref = _claim_ref(pv)
+                if ref is None or not ref.get("uid"):
+                    raise _VolumeError(f'ClaimRef got reset for pv "{pv_name}"')
+                raise _VolumeError(f'pv "{pv_name}" was bound to another claim')
+            if not pv_matches_node(pv, node.name, node.labels):
+                raise _VolumeError(
+                    f'pv "{pv_name}" node affinity doesn\'t match node "{node.name}": '
+                    "no matching NodeSelectorTerms"
+                )
+            if not _is_fully_bound(pvc):
+                return False
+        for claim in pod_volumes.dynamic_provisions:
+            key = _claim_key(claim)
+            pvc = pvcs.get(key)
+            if pvc is None:
+                raise _VolumeError(f"failed to check provisioning pvc: {not_found(PVC, _name(claim))}")
+            selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
+            if selected != node_name:
+                if resource_version(pvc) == base_pvc_versions.get(key):
+                    return False  # our update is not visible yet
+                if not annotations_of(pvc):
+                    raise _VolumeError(f'selectedNode annotation reset for PVC "{_name(pvc)}"')
+                # The provisioner removes the annotation to ask for another scheduling attempt.
+                raise _VolumeError(f'provisioning failed for PVC "{_name(pvc)}"')
+            volume_name = _volume_name(pvc)
+            if volume_name:
+                pv = pvs.get(volume_name)
+                if pv is None:
+                    return False  # the PV may not have reached the watch yet
+                if not pv_matches_node(pv, node.name, node.labels):
+                    raise _VolumeError(
+                        f'pv "{volume_name}" node affinity doesn\'t match node "{node.name}": '
+                        "no matching NodeSelectorTerms"
+                    )
+            if not _is_fully_bound(pvc):
+                return False
+        return True
