@@ -1,0 +1,716 @@
+"""The framework runtime: one profile's plugins, run per extension point like ``framework.go``.
+
+``Framework`` is also the ``Handle`` the plugins receive. The scheduling-cycle points are
+synchronous; PreBind/Bind/PostBind and Permit's wait are coroutines run by the binding cycle.
+
+Filtering and scoring work on snapshot rows (numpy index arrays). A plugin's ``filter_vector`` /
+``score_vector`` is used when it answers; otherwise the per-node method runs for the nodes still
+alive. Statuses of nodes a vector filter rejected are computed with the per-node method only if
+somebody reads them (a FitError), which keeps the common "pod fits" path free of per-node Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kopf_scheduler.config.profile import ResolvedPlugins, SchedulerProfileSpec, resolve_plugins
+from kopf_scheduler.framework.diagnosis import Diagnosis
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    PostFilterResult,
+    PreFilterResult,
+    Status,
+)
+from kopf_scheduler.framework.registry import Registry
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.client import ClusterClient
+    from kopf_scheduler.framework.types import NodeInfo
+
+__all__ = ["MAX_PERMIT_TIMEOUT", "Framework", "FrameworkError", "WaitingPod", "go_duration"]
+
+log = logging.getLogger(__name__)
+
+MAX_PERMIT_TIMEOUT = 15 * 60.0  # the reference's maxTimeout for Permit waits
+_ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
+_CHUNK = 512  # rows filtered per batch before checking whether enough feasible nodes were found
+
+
+class FrameworkError(Exception):
+    """A plugin returned an Error status; the cycle is aborted with reason SchedulerError."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status
+
+
+def is_success(status: Status | None) -> bool:
+    return status is None or status.code == Code.SUCCESS
+
+
+def _as_error(status: Status, prefix: str) -> Status:
+    err = Status(Code.ERROR, f"{prefix}: {status.message}", plugin=status.plugin, error=status.error)
+    return err
+
+
+def go_duration(seconds: float) -> str:
+    """Format seconds like Go's ``time.Duration.String()`` (messages quote durations)."""
+    if seconds == 0:
+        return "0s"
+    if seconds < 1:
+        ms = seconds * 1000
+        return f"{ms:g}ms" if ms >= 1 else f"{seconds * 1e6:g}µs"
+    hours, rem = divmod(seconds, 3600)
+    minutes, secs = divmod(rem, 60)
+    out = ""
+    if hours:
+        out += f"{int(hours)}h"
+    if hours or minutes:
+        out += f"{int(minutes)}m"
+    return out + f"{secs:g}s"
+
+
+# --- Permit's waiting pods ----------------------------------------------------------------------
+
+
+class WaitingPod:
+    """A pod parked by Permit until every waiting plugin allows it, one rejects it, or time runs out."""
+
+    def __init__(self, pod: PodSpec, timeouts: Mapping[str, float], clock: Callable[[], float]) -> None:
+        self.pod = pod
+        self._clock = clock
+        start = clock()
+        self._timeouts = dict(timeouts)
+        self._deadlines = {name: start + t for name, t in timeouts.items()}
+        self._done = False
+        self._result: Status | None = None
+        self._future: asyncio.Future[Status | None] | None = None
+
+    @property
+    def pending_plugins(self) -> list[str]:
+        return sorted(self._deadlines)
+
+    def allow(self, plugin_name: str) -> None:
+        self._deadlines.pop(plugin_name, None)
+        if not self._deadlines:
+            self._finish(None)
+
+    def reject(self, plugin_name: str, message: str) -> None:
+        self._finish(Status(Code.UNSCHEDULABLE, message, plugin=plugin_name))
+
+    def _finish(self, status: Status | None) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._result = status
+        if self._future is not None and not self._future.done():
+            self._future.set_result(status)
+
+    async def wait(self) -> Status | None:
+        if self._done:
+            return self._result
+        loop = asyncio.get_running_loop()
+        self._future = loop.create_future()
+        now = self._clock()
+        timers = [
+            loop.call_later(
+                max(0.0, deadline - now),
+                self.reject,
+                name,
+                f"rejected due to timeout after waiting {go_duration(self._timeouts[name])} at plugin {name}",
+            )
+            for name, deadline in self._deadlines.items()
+        ]
+        try:
+            return await self._future
+        finally:
+            for t in timers:
+                t.cancel()
+
+
+# --- the framework ------------------------------------------------------------------------------
+
+
+class Framework:
+    """One profile's plugin instances and the logic to run them (``frameworkImpl``)."""
+
+    def __init__(
+        self,
+        profile: SchedulerProfileSpec,
+        registry: Registry | None = None,
+        *,
+        snapshot: Snapshot | None = None,
+        objects: Mapping[str, Mapping[str, Any]] | None = None,
+        client: ClusterClient | None = None,
+        nominator: Any = None,
+        parallelism: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.profile = profile
+        self.profile_name = profile.scheduler_name
+        self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
+        self._snapshot = snapshot
+        self._objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
+        self.client = client
+        self.nominator = nominator
+        self.parallelism = parallelism
+        self.clock = clock
+        self.waiting_pods: dict[str, WaitingPod] = {}
+
+        resolved: ResolvedPlugins = profile.resolved or resolve_plugins(profile, registry)
+        self.resolved = resolved
+        self.plugins: dict[str, Any] = {}
+        for name in resolved.names:
+            cls = resolved.classes[name]
+            self.plugins[name] = cls(resolved.args.get(name), self)
+        pts = resolved.points
+
+        def at(point: str) -> list[Any]:
+            return [self.plugins[n] for n in pts.get(point, [])]
+
+        self.pre_enqueue_plugins = at("preEnqueue")
+        self.queue_sort_plugins = at("queueSort")
+        self.pre_filter_plugins = at("preFilter")
+        self.filter_plugins = at("filter")
+        self.post_filter_plugins = at("postFilter")
+        self.pre_score_plugins = at("preScore")
+        self.score_plugins = at("score")
+        self.reserve_plugins = at("reserve")
+        self.permit_plugins = at("permit")
+        self.pre_bind_plugins = at("preBind")
+        self.bind_plugins = at("bind")
+        self.post_bind_plugins = at("postBind")
+        self.score_weights = {p.name: resolved.weights.get(p.name, 1) for p in self.score_plugins}
+
+    # -- Handle --
+
+    @property
+    def snapshot(self) -> Snapshot:
+        if self._snapshot is None:
+            from kopf_scheduler.cache.snapshot import Snapshot
+
+            self._snapshot = Snapshot()
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+
+    @property
+    def objects(self) -> Mapping[str, Mapping[str, Any]]:
+        return self._objects
+
+    @objects.setter
+    def objects(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
+        self._objects = objects
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]:
+        if self.nominator is None:
+            return []
+        pods: list[PodSpec] = self.nominator.nominated_pods_for_node(node_name)
+        return pods
+
+    def has_filter_plugins(self) -> bool:
+        return bool(self.filter_plugins)
+
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self.post_filter_plugins)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score_plugins)
+
+    def queue_sort_less(self) -> Callable[[Any, Any], bool]:
+        less: Callable[[Any, Any], bool] = self.queue_sort_plugins[0].less
+        return less
+
+    def queueing_hints(self) -> dict[str, list[ClusterEventWithHint]]:
+        """Events each plugin wants to requeue pods on; plugins without a list get every event.
+
+        As in the reference only PreEnqueue, PreFilter, Filter, Reserve and Permit plugins count.
+        """
+        out: dict[str, list[ClusterEventWithHint]] = {}
+        for group in (
+            self.pre_enqueue_plugins,
+            self.pre_filter_plugins,
+            self.filter_plugins,
+            self.reserve_plugins,
+            self.permit_plugins,
+        ):
+            for p in group:
+                if p.name in out:
+                    continue
+                fn = getattr(p, "events_to_register", None)
+                out[p.name] = list(fn()) if fn is not None else list(_ALL_EVENTS)
+        return out
+
+    # -- PreEnqueue --
+
+    def run_pre_enqueue_plugins(self, pod: PodSpec) -> Status | None:
+        for p in self.pre_enqueue_plugins:
+            status = p.pre_enqueue(pod)
+            if not is_success(status):
+                assert status is not None
+                status.plugin = p.name
+                if not status.is_rejected():
+                    return _as_error(status, f"running PreEnqueue plugin {p.name!r}")
+                return status
+        return None
+
+    # -- PreFilter --
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod: PodSpec
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """Merged result, status, and the plugins that narrowed the node set."""
+        skip: set[str] = set()
+        nodes = self.snapshot.list()
+        result: PreFilterResult | None = None
+        with_nodes: set[str] = set()
+        returned: Status | None = None
+        try:
+            for p in self.pre_filter_plugins:
+                r, s = p.pre_filter(state, pod, nodes)
+                if s is not None and s.is_skip():
+                    skip.add(p.name)
+                    continue
+                if not is_success(s):
+                    assert s is not None
+                    s.plugin = p.name
+                    if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        return None, s, set()
+                    if s.code == Code.UNSCHEDULABLE:
+                        returned = s  # keep going so preemption has every plugin's state
+                        continue
+                    return None, _as_error(s, f"running PreFilter plugin {p.name!r}"), set()
+                if r is not None and r.node_names is not None:
+                    with_nodes.add(p.name)
+                result = r if result is None else result.merge(r)
+                if result is not None and result.node_names is not None and not result.node_names:
+                    names = sorted(with_nodes)
+                    if len(names) == 1:
+                        msg = f"node(s) didn't satisfy plugin {names[0]}"
+                    else:
+                        msg = f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+                    return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg), with_nodes
+            return result, returned, with_nodes
+        finally:
+            state.skip_filter_plugins = skip
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        for p in self.pre_filter_plugins:
+            fn = getattr(p, "add_pod", None)
+            if fn is None or p.name in state.skip_filter_plugins:
+                continue
+            status = fn(state, pod, pod_to_add, node_info)
+            if not is_success(status):
+                assert status is not None
+                return _as_error(status, f"running AddPod on PreFilter plugin {p.name!r}")
+        return None
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        for p in self.pre_filter_plugins:
+            fn = getattr(p, "remove_pod", None)
+            if fn is None or p.name in state.skip_filter_plugins:
+                continue
+            status = fn(state, pod, pod_to_remove, node_info)
+            if not is_success(status):
+                assert status is not None
+                return _as_error(status, f"running RemovePod on PreFilter plugin {p.name!r}")
+        return None
+
+    # -- Filter --
+
+    def _filter_status(self, p: Any, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+        status: Status | None = p.filter(state, pod, node_info)
+        if is_success(status):
+            return None
+        assert status is not None
+        if not status.is_rejected():
+            status = _as_error(status, f"running {p.name!r} filter plugin")
+        status.plugin = p.name
+        return status
+
+    def run_filter_plugins(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+        """First failing Filter plugin's status for one node, or None."""
+        skip = state.skip_filter_plugins
+        for p in self.filter_plugins:
+            if p.name in skip:
+                continue
+            status = self._filter_status(p, state, pod, node_info)
+            if status is not None:
+                return status
+        return None
+
+    def _add_ge_nominated_pods(
+        self, pod: PodSpec, state: CycleState, node_info: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo]:
+        nominated = self.nominated_pods_for_node(node_info.name)
+        if not nominated:
+            return False, state, node_info
+        info_out: NodeInfo | None = None
+        state_out: CycleState | None = None
+        for np_ in nominated:
+            if np_.priority >= pod.priority and np_.uid != pod.uid:
+                if info_out is None or state_out is None:
+                    info_out, state_out = node_info.clone(), state.clone()
+                info_out.add_pod(np_)
+                status = self.run_pre_filter_extension_add_pod(state_out, pod, np_, info_out)
+                if not is_success(status):
+                    assert status is not None
+                    raise FrameworkError(status)
+        if info_out is None or state_out is None:
+            return False, state, node_info
+        return True, state_out, info_out
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        """Filters with higher/equal priority nominated pods added, then (if that passed) without."""
+        try:
+            added, state_1, info_1 = self._add_ge_nominated_pods(pod, state, node_info)
+        except FrameworkError as exc:
+            return exc.status
+        status = self.run_filter_plugins(state_1, pod, info_1)
+        if not added or not is_success(status):
+            return status
+        return self.run_filter_plugins(state, pod, node_info)
+
+    def _rows_with_nominated(self, rows: np.ndarray, pod: PodSpec) -> np.ndarray:
+        """Mask of rows whose node has a nominated pod of priority >= pod's (two-pass nodes)."""
+        mask = np.zeros(len(rows), dtype=bool)
+        nominator = self.nominator
+        if nominator is None or not len(nominator):
+            return mask
+        infos = self.snapshot.node_infos
+        for j, r in enumerate(rows.tolist()):
+            for other in nominator.nominated_pods_for_node(infos[r].name):
+                if other.priority >= pod.priority and other.uid != pod.uid:
+                    mask[j] = True
+                    break
+        return mask
+
+    def find_feasible_rows(
+        self, state: CycleState, pod: PodSpec, rows: np.ndarray, num_to_find: int, diagnosis: Diagnosis
+    ) -> tuple[np.ndarray, int]:
+        """Rows (in ``rows`` order) passing every Filter, stopping after ``num_to_find`` of them.
+
+        Returns the feasible rows and how many rows were processed (feasible + rejected), like the
+        reference's sequential semantics. Rejected nodes go to ``diagnosis``; raises FrameworkError
+        on a plugin Error.
+        """
+        snapshot = self.snapshot
+        infos = snapshot.node_infos
+        n = len(rows)
+        if not self.filter_plugins:
+            take = rows[: min(num_to_find, n)]
+            return take, len(take)
+        filters = [p for p in self.filter_plugins if p.name not in state.skip_filter_plugins]
+        vector_fns = [getattr(p, "filter_vector", None) for p in filters]
+        feasible_parts: list[np.ndarray] = []
+        found = 0
+        pos = 0
+        processed = 0
+        chunk = max(_CHUNK, num_to_find)
+        while pos < n and found < num_to_find:
+            idx = rows[pos : pos + chunk]
+            m = len(idx)
+            ok = np.ones(m, dtype=bool)
+            special = self._rows_with_nominated(idx, pod)
+            plain = ~special
+            eager: list[tuple[int, Status]] = []  # (position in chunk, status)
+            lazy: list[tuple[Any, np.ndarray]] = []  # (plugin, positions it rejected)
+            for p, vfn in zip(filters, vector_fns, strict=True):
+                alive = np.flatnonzero(ok & plain)
+                if not alive.size:
+                    break
+                sub = idx[alive]
+                mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
+                if mask is not None:
+                    rejected = alive[~np.asarray(mask, dtype=bool)]
+                    if rejected.size:
+                        ok[rejected] = False
+                        lazy.append((p, rejected))
+                    continue
+                for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
+                    status = self._filter_status(p, state, pod, infos[r])
+                    if status is not None:
+                        if status.code == Code.ERROR:
+                            raise FrameworkError(status)
+                        ok[j] = False
+                        eager.append((j, status))
+            for j in np.flatnonzero(special).tolist():
+                status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
+                if status is not None and not is_success(status):
+                    if status.code == Code.ERROR:
+                        raise FrameworkError(status)
+                    ok[j] = False
+                    eager.append((j, status))
+            ok_pos = np.flatnonzero(ok)
+            need = num_to_find - found
+            cut = m
+            if len(ok_pos) >= need:
+                cut = int(ok_pos[need - 1]) + 1
+                ok_pos = ok_pos[:need]
+            feasible_parts.append(idx[ok_pos])
+            found += len(ok_pos)
+            processed += cut
+            self._record(diagnosis, state, pod, idx, cut, eager, lazy)
+            pos += m
+        feasible = np.concatenate(feasible_parts) if feasible_parts else rows[:0]
+        return feasible, processed
+
+    def _record(
+        self,
+        diagnosis: Diagnosis,
+        state: CycleState,
+        pod: PodSpec,
+        idx: np.ndarray,
+        cut: int,
+        eager: list[tuple[int, Status]],
+        lazy: list[tuple[Any, np.ndarray]],
+    ) -> None:
+        infos = self.snapshot.node_infos
+        statuses = diagnosis.node_to_status
+        for j, status in eager:
+            if j < cut:
+                statuses.set(infos[int(idx[j])].name, status)
+                diagnosis.add_plugin_status(status)
+        for p, positions in lazy:
+            rows = idx[positions[positions < cut]]
+            if not rows.size:
+                continue
+            diagnosis.unschedulable_plugins.add(p.name)
+            node_infos = [infos[r] for r in rows.tolist()]
+
+            def fill(p: Any = p, node_infos: list[NodeInfo] = node_infos) -> None:
+                for info in node_infos:
+                    status = self._filter_status(p, state, pod, info)
+                    if status is None:  # vector and per-node disagree: a plugin bug, say so
+                        status = Status(
+                            Code.ERROR, f"plugin {p.name!r}: filter_vector rejected a node filter accepts"
+                        )
+                        status.plugin = p.name
+                    statuses.set(info.name, status)
+                    diagnosis.add_plugin_status(status)
+
+            statuses.defer(fill)
+
+    # -- PostFilter --
+
+    def run_post_filter_plugins(
+        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for p in self.post_filter_plugins:
+            r, s = p.post_filter(state, pod, node_statuses)
+            if is_success(s):
+                return r, s if s is not None else Status(Code.SUCCESS)
+            assert s is not None
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, s.with_plugin(p.name)
+            if not s.is_rejected():
+                return None, _as_error(s, f"running PostFilter plugin {p.name!r}").with_plugin(p.name)
+            if r is not None and (r.nominated_node_name or r.victims):
+                result = r
+            reasons.extend(s.reasons)
+            rejector = rejector or p.name
+        return result, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
+
+    # -- Score --
+
+    def run_pre_score_plugins(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
+        skip: set[str] = set()
+        try:
+            for p in self.pre_score_plugins:
+                status = p.pre_score(state, pod, nodes)
+                if status is not None and status.is_skip():
+                    skip.add(p.name)
+                    continue
+                if not is_success(status):
+                    assert status is not None
+                    return _as_error(status, f"running PreScore plugin {p.name!r}")
+            return None
+        finally:
+            state.skip_score_plugins = skip
+
+    def run_score_plugins(
+        self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Weighted total per row and each plugin's normalized (unweighted) scores."""
+        snapshot = self.snapshot
+        total = np.zeros(len(rows), dtype=np.int64)
+        per_plugin: dict[str, np.ndarray] = {}
+        for p in self.score_plugins:
+            if p.name in state.skip_score_plugins:
+                continue
+            vfn = getattr(p, "score_vector", None)
+            vec = vfn(state, pod, snapshot, rows) if vfn is not None else None
+            if vec is not None:
+                scores = np.array(vec, dtype=np.int64)
+            else:
+                scores = np.empty(len(rows), dtype=np.int64)
+                for j, info in enumerate(nodes):
+                    s, status = p.score(state, pod, info)
+                    if not is_success(status):
+                        assert status is not None
+                        raise FrameworkError(
+                            _as_error(status, f"running Score plugins: plugin {p.name!r} failed with")
+                        )
+                    scores[j] = s
+            normalize = getattr(p, "normalize_score", None)
+            if normalize is not None:
+                status = normalize(state, pod, scores)
+                if not is_success(status):
+                    assert status is not None
+                    raise FrameworkError(
+                        _as_error(
+                            status, f"running Normalize on Score plugins: plugin {p.name!r} failed with"
+                        )
+                    )
+            if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+                bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
+                msg = (
+                    f"applying score defaultWeights on Score plugins: plugin {p.name!r} returns an invalid "
+                    f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
+                    "after normalizing"
+                )
+                raise FrameworkError(Status(Code.ERROR, msg))
+            per_plugin[p.name] = scores
+            total += scores * self.score_weights[p.name]
+        return total, per_plugin
+
+    # -- Reserve / Permit --
+
+    def run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        for p in self.reserve_plugins:
+            status = p.reserve(state, pod, node_name)
+            if not is_success(status):
+                assert status is not None
+                if status.is_rejected():
+                    return status.with_plugin(p.name)
+                return _as_error(status, f"running Reserve plugin {p.name!r}")
+        return None
+
+    def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+        """Unreserve in reverse order; a failing plugin must not stop the others from cleaning up."""
+        for p in reversed(self.reserve_plugins):
+            try:
+                p.unreserve(state, pod, node_name)
+            except Exception:
+                log.exception("Unreserve of plugin %s failed for pod %s", p.name, pod.key)
+
+    def run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        waits: dict[str, float] = {}
+        for p in self.permit_plugins:
+            status, timeout = p.permit(state, pod, node_name)
+            if is_success(status):
+                continue
+            assert status is not None
+            if status.is_rejected():
+                return status.with_plugin(p.name)
+            if status.is_wait():
+                waits[p.name] = min(float(timeout), MAX_PERMIT_TIMEOUT)
+                continue
+            return _as_error(status, f"running Permit plugin {p.name!r}").with_plugin(p.name)
+        if waits:
+            self.waiting_pods[pod.uid] = WaitingPod(pod, waits, self.clock)
+            return Status(
+                Code.WAIT, f"one or more plugins asked to wait and no plugin rejected pod {pod.name!r}"
+            )
+        return None
+
+    def will_wait_on_permit(self, pod: PodSpec) -> bool:
+        return pod.uid in self.waiting_pods
+
+    async def wait_on_permit(self, pod: PodSpec) -> Status | None:
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return None
+        try:
+            status = await wp.wait()
+        finally:
+            self.waiting_pods.pop(pod.uid, None)
+        if is_success(status):
+            return None
+        assert status is not None
+        if status.is_rejected():
+            return status
+        return _as_error(status, "waiting on permit for pod").with_plugin(status.plugin)
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self.waiting_pods.get(uid)
+
+    def iterate_over_waiting_pods(self) -> Iterable[WaitingPod]:
+        return list(self.waiting_pods.values())
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        wp = self.waiting_pods.get(uid)
+        if wp is None:
+            return False
+        wp.reject("", "removed")
+        return True
+
+    # -- binding --
+
+    async def run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        for p in self.pre_bind_plugins:
+            try:
+                status = await p.pre_bind(state, pod, node_name)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is not None and status.is_skip():
+                continue
+            if not is_success(status):
+                assert status is not None
+                if status.is_rejected():
+                    return status.with_plugin(p.name)
+                return _as_error(status, f"running PreBind plugin {p.name!r}")
+        return None
+
+    async def run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        """Bind plugins in order until one does not Skip; exceptions (Conflict, ...) become Error."""
+        status: Status | None = Status(Code.SKIP)
+        for p in self.bind_plugins:
+            try:
+                status = await p.bind(state, pod, node_name)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is not None and status.is_skip():
+                continue
+            if not is_success(status):
+                assert status is not None
+                if status.is_rejected():
+                    return status.with_plugin(p.name)
+                return _as_error(status, f"running Bind plugin {p.name!r}")
+            return None
+        return status
+
+    async def run_post_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+        for p in self.post_bind_plugins:
+            try:
+                await p.post_bind(state, pod, node_name)
+            except Exception:
+                log.exception("PostBind of plugin %s failed for pod %s", p.name, pod.key)
