@@ -1,0 +1,491 @@
+"""The real :class:`~kopf_scheduler.framework.client.ClusterClient`: raw HTTP to the apiserver on aiohttp.
+
+One shared ``aiohttp.ClientSession`` (keep-alive connections, no per-call setup) and a semaphore
+bounding the requests in flight, so a burst of thousands of binds neither opens thousands of sockets
+nor trips the apiserver's max-in-flight limit. No call blocks the event loop; JSON payloads are small.
+The write semantics follow kube-scheduler: ``pods/binding`` for binds, events.k8s.io/v1 events,
+the ``PodScheduled`` condition by strategic-merge patch of ``pods/status`` (merge key ``type``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.framework.client import ApiError, Conflict, NotFound
+
+__all__ = [
+    "REPORTING_CONTROLLER",
+    "ApiClient",
+    "Gone",
+    "KubeClusterClient",
+    "truncate_note",
+]
+
+logger = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER = "kopf-scheduler"
+NOTE_LENGTH_LIMIT = 1024  # events.k8s.io/v1 validation: note must be shorter than 1 kB
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
+BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+EVENT_SERIES_WINDOW = 6 * 60.0  # client-go's events: isomorphic events within 6 min become a series
+
+
+class Gone(ApiError):
+    """410: the resourceVersion is too old; the informer must re-list."""
+
+
+def now_rfc3339(micro: bool = False) -> str:
+    t = dt.datetime.now(dt.UTC)
+    if micro:
+        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def truncate_note(message: str) -> str:
+    """Like kube-scheduler's ``truncateMessage``: keep the event note within the API's limit."""
+    if len(message) <= NOTE_LENGTH_LIMIT:
+        return message
+    suffix = " ..."
+    return message[: NOTE_LENGTH_LIMIT - len(suffix)] + suffix
+
+
+def _error(status: int, text: str, what: str) -> ApiError:
+    try:
+        message = json.loads(text).get("message") or text
+    except (ValueError, AttributeError):
+        message = text
+    msg = f"{what}: {status} {message}".strip()
+    if status == 409:
+        return Conflict(msg, status)
+    if status == 404:
+        return NotFound(msg, status)
+    if status == 410:
+        return Gone(msg, status)
+    return ApiError(msg, status)
+
+
+class ApiClient:
+    """A thin async apiserver client: requests, paginated lists and watch streams."""
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        max_in_flight: int = 64,
+        request_timeout: float = 30.0,
+        user_agent: str = "kopf-scheduler",
+    ) -> None:
+        self.credentials = credentials
+        self.server = credentials.server
+        self.request_timeout = request_timeout
+        self._limit = asyncio.Semaphore(max_in_flight)
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            info = self.credentials.info
+            connector = aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context(), ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+                trust_env=info.trust_env,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """One request within the in-flight bound; maps errors; retries once after a 401 (token rotation)."""
+        data = json.dumps(body, separators=(",", ":")) if body is not None else None
+        what = f"{method} {path}"
+        for attempt in (0, 1):
+            headers = dict(self.credentials.headers())
+            if data is not None:
+                headers["Content-Type"] = content_type
+            try:
+                async with self._limit, self.session.request(
+                    method,
+                    self.server + path,
+                    data=data,
+                    params=params,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+                    proxy=self.credentials.info.proxy_url,
+                ) as resp:
+                    text = await resp.text()
+                    status = resp.status
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            if status == 401 and attempt == 0 and self.credentials.token_file:
+                self.credentials.reload()
+                continue
+            if status >= 400:
+                raise _error(status, text, what)
+            return json.loads(text) if text else None
+        raise AssertionError("unreachable")
+
+    async def list_pages(
+        self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        """Yield ``(items, resourceVersion)`` page by page; the last page's version is the list's."""
+        query = dict(params or {})
+        query["limit"] = str(page_size)
+        while True:
+            data = await self.request("GET", path, params=query)
+            meta = data.get("metadata") or {}
+            items = data.get("items") or []
+            kind = str(data.get("kind", "")).removesuffix("List")
+            api_version = str(data.get("apiVersion", ""))
+            for item in items:  # list items carry no kind/apiVersion
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+            yield items, str(meta.get("resourceVersion", ""))
+            token = meta.get("continue")
+            if not token:
+                return
+            query["continue"] = token
+
+    async def watch(
+        self,
+        path: str,
+        resource_version: str,
+        params: Mapping[str, str] | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Stream watch events (``{"type", "object"}``); ends when the server closes the stream.
+
+        Lines are split by hand: a pod can exceed aiohttp's readline limit. A 410 (as HTTP status or
+        as an ERROR event) raises :class:`Gone`. Watches do not count against the in-flight bound.
+        """
+        query = dict(params or {})
+        query.update(
+            watch="1",
+            allowWatchBookmarks="true",
+            resourceVersion=resource_version,
+            timeoutSeconds=str(timeout_seconds),
+        )
+        headers = dict(self.credentials.headers())
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.request_timeout, sock_read=timeout_seconds + 30
+        )
+        proxy = self.credentials.info.proxy_url
+        try:
+            async with self.session.get(
+                self.server + path, params=query, headers=headers, timeout=timeout, proxy=proxy
+            ) as resp:
+                if resp.status == 401 and self.credentials.token_file:
+                    self.credentials.reload()
+                if resp.status >= 400:
+                    raise _error(resp.status, await resp.text(), f"WATCH {path}")
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    while True:
+                        newline = buffer.find(b"\n")
+                        if newline < 0:
+                            break
+                        line, buffer = buffer[:newline], buffer[newline + 1 :]
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        if event.get("type") == "ERROR":
+                            obj = event.get("object") or {}
+                            raise _error(int(obj.get("code") or 500), json.dumps(obj), f"WATCH {path}")
+                        yield event
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(f"WATCH {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _pod_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+    return f"{path}/{sub}" if sub else path
+
+
+def _real_uid(pod: PodSpec) -> str | None:
+    # parse_pod falls back to "ns/name" when the object has no uid (test objects); that is no UID.
+    return pod.uid if pod.uid and "/" not in pod.uid else None
+
+
+def _pod_ref(pod: PodSpec) -> dict[str, Any]:
+    ref: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
+    if uid := _real_uid(pod):
+        ref["uid"] = uid
+    if pod.resource_version:
+        ref["resourceVersion"] = pod.resource_version
+    return ref
+
+
+def _condition(pod: PodSpec, ctype: str) -> Mapping[str, Any] | None:
+    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
+    for cond in (status or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == ctype:
+            return cond
+    return None
+
+
+class KubeClusterClient:
+    """Every write the engine asks of the cluster, over :class:`ApiClient`.
+
+    Event and condition writes are best-effort like kube-scheduler's (it logs their errors and goes
+    on): they never fail a scheduling or binding cycle. ``bind``/``evict``/``bind_volumes`` raise.
+    """
+
+    def __init__(self, api: ApiClient, *, instance: str | None = None, series_cache: int = 10_000) -> None:
+        self.api = api
+        self.reporting_instance = instance or f"{REPORTING_CONTROLLER}-{socket.gethostname()}"
+        # Isomorphic events (same pod, reason, note) within the window become a series on one object.
+        self._series: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = OrderedDict()
+        self._series_cache = series_cache
+
+    # --- binding ------------------------------------------------------------------------------
+
+    async def bind(self, pod: PodSpec, node_name: str) -> None:
+        meta: dict[str, Any] = {"namespace": pod.namespace, "name": pod.name}
+        if uid := _real_uid(pod):
+            meta["uid"] = uid  # the apiserver checks it as a precondition: no binding a recreated pod
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        await self.api.request("POST", _pod_path(pod.namespace, pod.name, "binding"), body=body)
+
+    # --- events and conditions ----------------------------------------------------------------
+
+    async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
+        note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
+        await self._event(pod, "Normal", "Scheduled", "Binding", note)
+
+    async def record_failed(self, pod: PodSpec, reason: str, message: str) -> None:
+        await asyncio.gather(
+            self._event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_note(message)),
+            self._set_scheduled_false(pod, reason, message),
+        )
+
+    async def _set_scheduled_false(self, pod: PodSpec, reason: str, message: str) -> None:
+        old = _condition(pod, "PodScheduled")
+        if old and (old.get("status"), old.get("reason"), old.get("message")) == ("False", reason, message):
+            return  # podutil.UpdatePodCondition: nothing changed, no write
+        cond: dict[str, Any] = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            # The transition time moves only when the status does.
+            "lastTransitionTime": (old or {}).get("lastTransitionTime")
+            if old and old.get("status") == "False"
+            else now_rfc3339(),
+        }
+        if pod.generation:
+            cond["observedGeneration"] = pod.generation
+        try:
+            await self.api.request(
+                "PATCH",
+                _pod_path(pod.namespace, pod.name, "status"),
+                body={"status": {"conditions": [cond]}},
+                content_type=STRATEGIC,
+            )
+        except NotFound:
+            pass
+        except ApiError as exc:
+            logger.warning("Failed to update the PodScheduled condition of %s: %s", pod.key, exc)
+
+    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+        if pod.nominated_node_name == node_name:
+            return
+        try:
+            await self.api.request(
+                "PATCH",
+                _pod_path(pod.namespace, pod.name, "status"),
+                body={"status": {"nominatedNodeName": node_name or None}},
+                content_type=STRATEGIC,
+            )
+        except NotFound:
+            pass
+        except ApiError as exc:
+            logger.warning("Failed to set nominatedNodeName of %s: %s", pod.key, exc)
+
+    async def _event(
+        self,
+        pod: PodSpec,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        related: PodSpec | None = None,
+    ) -> None:
+        key = (pod.uid, reason, action, note)
+        now = time.monotonic()
+        try:
+            prior = self._series.get(key)
+            if prior is not None and now - prior[3] < EVENT_SERIES_WINDOW:
+                name, namespace, count, _ = prior
+                count += 1
+                self._series[key] = (name, namespace, count, now)
+                self._series.move_to_end(key)
+                try:
+                    await self.api.request(
+                        "PATCH",
+                        f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events/{quote(name)}",
+                        body={"series": {"count": count, "lastObservedTime": now_rfc3339(micro=True)}},
+                        content_type=MERGE,
+                    )
+                    return
+                except NotFound:
+                    pass  # the event expired: start over
+            name = f"{pod.name}.{time.time_ns():x}"
+            body: dict[str, Any] = {
+                "apiVersion": "events.k8s.io/v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": pod.namespace},
+                "eventTime": now_rfc3339(micro=True),
+                "reportingController": REPORTING_CONTROLLER,
+                "reportingInstance": self.reporting_instance,
+                "action": action,
+                "reason": reason,
+                "regarding": _pod_ref(pod),
+                "note": note,
+                "type": type_,
+            }
+            if related is not None:
+                body["related"] = _pod_ref(related)
+            await self.api.request(
+                "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(pod.namespace)}/events", body=body
+            )
+            self._series[key] = (name, pod.namespace, 1, now)
+            while len(self._series) > self._series_cache:
+                self._series.popitem(last=False)
+        except ApiError as exc:
+            logger.warning("Failed to record the %s event of %s: %s", reason, pod.key, exc)
+
+    # --- preemption ---------------------------------------------------------------------------
+
+    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+        """DisruptionTarget=True (PreemptionByScheduler), then delete, then a ``Preempted`` event."""
+        message = message or f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+        old = _condition(victim, "DisruptionTarget")
+        if not (old and old.get("status") == "True" and old.get("reason") == "PreemptionByScheduler"):
+            cond = {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": message,
+                "lastTransitionTime": now_rfc3339(),
+            }
+            try:
+                await self.api.request(
+                    "PATCH",
+                    _pod_path(victim.namespace, victim.name, "status"),
+                    body={"status": {"conditions": [cond]}},
+                    content_type=STRATEGIC,
+                )
+            except NotFound:
+                return  # already gone: nothing to preempt
+        delete_body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid := _real_uid(victim):
+            delete_body["preconditions"] = {"uid": uid}
+        try:
+            await self.api.request("DELETE", _pod_path(victim.namespace, victim.name), body=delete_body)
+        except NotFound:
+            return
+        except Conflict:
+            return  # a different pod of that name now: not our victim
+        await self._event(
+            victim,
+            "Normal",
+            "Preempted",
+            "Preempting",
+            f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+            related=preemptor,
+        )
+
+    # --- volumes ------------------------------------------------------------------------------
+
+    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+        """Dynamic claims get the selected-node annotation; static ones bind their PV's claimRef.
+
+        ``pod.node_name`` is the node chosen (VolumeBinding's PreBind gets the assumed pod).
+        """
+        node = pod.node_name
+        if not node:
+            raise ApiError(f"bind_volumes for {pod.key}: the pod has no node")
+        await asyncio.gather(*(self._bind_claim(claim, pv, node) for claim, pv in claims))
+
+    async def _bind_claim(self, claim_key: str, pv_name: str, node: str) -> None:
+        namespace, _, name = claim_key.partition("/")
+        pvc_path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
+        if not pv_name:
+            await self.api.request(
+                "PATCH",
+                pvc_path,
+                body={"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}},
+                content_type=MERGE,
+            )
+            return
+        pvc = await self.api.request("GET", pvc_path)
+        meta = pvc.get("metadata") or {}
+        claim_ref = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "namespace": namespace,
+            "name": name,
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        }
+        pv_path = f"/api/v1/persistentvolumes/{quote(pv_name)}"
+        pv = await self.api.request("GET", pv_path)
+        existing = (pv.get("spec") or {}).get("claimRef") or {}
+        if existing.get("uid") == claim_ref["uid"] and existing.get("name") == name:
+            return  # already bound to this claim
+        if existing.get("name") and (existing.get("name"), existing.get("namespace")) != (name, namespace):
+            owner = f"{existing.get('namespace')}/{existing.get('name')}"
+            raise Conflict(f"PV {pv_name} is already claimed by {owner}", 409)
+        # resourceVersion in the patch makes it a compare-and-swap: a concurrent binder gets 409.
+        await self.api.request(
+            "PATCH",
+            pv_path,
+            body={
+                "metadata": {
+                    "resourceVersion": (pv.get("metadata") or {}).get("resourceVersion"),
+                    "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
+                },
+                "spec": {"claimRef": claim_ref},
+            },
+            content_type=MERGE,
+        )

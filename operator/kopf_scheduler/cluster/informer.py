@@ -1,0 +1,194 @@
+"""A lean list+watch informer for the kinds the scheduler caches (pods, nodes, volumes, PDBs, ...).
+
+Why not Kopf's handlers for these: Kopf runs every object through its per-object machinery (a
+worker task per object uid, a batching window, handler-selection over causes, a patch evaluation),
+which is built for reconciling a few hundred custom resources, not for mirroring 50,000 pods; and
+it hides the two facts a scheduler cache depends on: *when the first full listing is complete*
+(scheduling must not start on a partial view, or it over-commits nodes whose pods are not listed
+yet) and *when a 410 Gone forced a re-list* (deletions that happened during the gap produce no
+DELETED event and must be found by diffing the new list against the store). This informer exposes
+both: :attr:`Informer.synced` and a diff on every re-list. Kopf keeps what it is good at: the
+SchedulerProfile CRs, peering, and probes.
+
+Handlers are plain synchronous callables; they run on the loop between reads and must be quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.cluster.client import ApiClient, Gone
+from kopf_scheduler.framework.client import ApiError
+
+__all__ = ["Informer", "InformerHandlers", "ResourceKind", "object_key"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def object_key(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def _rv(raw: Mapping[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """What to list and watch: the collection path (all namespaces) and optional selectors."""
+
+    kind: str
+    path: str
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class InformerHandlers(Generic[T]):
+    """Callbacks with parsed objects; ``parse`` raises ObjectError for malformed objects."""
+
+    parse: Callable[[Mapping[str, Any]], T]
+    add: Callable[[T], None]
+    update: Callable[[T, T], None]
+    delete: Callable[[T], None]
+    invalid: Callable[[Mapping[str, Any], ObjectError], None] = lambda raw, exc: None
+
+
+class Informer(Generic[T]):
+    """List, then watch from the list's resourceVersion; re-list (with a diff) on 410 Gone."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        resource: ResourceKind,
+        handlers: InformerHandlers[T],
+        *,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.handlers = handlers
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.max_backoff = max_backoff
+        self.store: dict[str, tuple[str, T]] = {}  # key -> (resourceVersion, parsed)
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self.last_sync_seconds = 0.0
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    def _parse(self, raw: Mapping[str, Any]) -> T | None:
+        try:
+            return self.handlers.parse(raw)
+        except ObjectError as exc:
+            logger.warning("Ignoring malformed %s %s: %s", self.kind, object_key(raw), exc)
+            self.handlers.invalid(raw, exc)
+            return None
+
+    def _safely(self, fn: Callable[..., None], *args: Any) -> None:
+        # A handler bug must not kill the informer (it would freeze the cache silently).
+        try:
+            fn(*args)
+        except Exception:
+            logger.exception("%s handler failed for %s", self.kind, fn)
+
+    def _upsert(self, raw: Mapping[str, Any]) -> None:
+        key = object_key(raw)
+        parsed = self._parse(raw)
+        old = self.store.get(key)
+        if parsed is None:  # became malformed: forget it rather than keep a stale view
+            if old is not None:
+                del self.store[key]
+                self._safely(self.handlers.delete, old[1])
+            return
+        self.store[key] = (_rv(raw), parsed)
+        if old is None:
+            self._safely(self.handlers.add, parsed)
+        else:
+            self._safely(self.handlers.update, old[1], parsed)
+
+    def _remove(self, raw: Mapping[str, Any]) -> None:
+        old = self.store.pop(object_key(raw), None)
+        if old is not None:
+            self._safely(self.handlers.delete, old[1])
+
+    async def list(self) -> None:
+        """Full listing; on a re-list, deliver the diff against the store (deletions included)."""
+        start = time.monotonic()
+        seen: dict[str, Mapping[str, Any]] = {}
+        rv = ""
+        pages = self.api.list_pages(self.resource.path, self.resource.params, self.page_size)
+        async for items, page_rv in pages:
+            rv = page_rv
+            for item in items:
+                seen[object_key(item)] = item
+            await asyncio.sleep(0)  # let binds and the scheduling loop run between pages
+        for key in [k for k in self.store if k not in seen]:
+            _, old = self.store.pop(key)
+            self._safely(self.handlers.delete, old)
+        for n, (key, raw) in enumerate(seen.items()):
+            prior = self.store.get(key)
+            if prior is None or prior[0] != _rv(raw):
+                self._upsert(raw)
+            if n % 2000 == 1999:
+                await asyncio.sleep(0)
+        self.resource_version = rv
+        self.last_sync_seconds = time.monotonic() - start
+        logger.info("Listed %d %s objects in %.2fs", len(self.store), self.kind, self.last_sync_seconds)
+        self.synced.set()
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        rv = _rv(obj)
+        if kind == "BOOKMARK":
+            pass
+        elif kind in ("ADDED", "MODIFIED"):
+            self._upsert(obj)
+        elif kind == "DELETED":
+            self._remove(obj)
+        if rv:
+            self.resource_version = rv
+
+    async def run(self) -> None:
+        """Forever: list, watch; survive apiserver restarts and network errors with jittered backoff."""
+        backoff = 0.5
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self.list()
+                    need_list = False
+                events = 0
+                async for event in self.api.watch(
+                    self.resource.path, self.resource_version, self.resource.params, self.watch_timeout
+                ):
+                    self._apply(event)
+                    events += 1
+                    if events % 500 == 0:
+                        await asyncio.sleep(0)
+                backoff = 0.5
+            except Gone:
+                logger.info("%s watch expired (410); re-listing", self.kind)
+                self.relists += 1
+                need_list = True
+            except ApiError as exc:
+                logger.warning("%s list/watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, self.max_backoff)
