@@ -1,0 +1,205 @@
+"""VolumeRestrictions: volumes that cannot be shared (reference ``volumerestrictions``).
+
+Two rules. In-tree disks that attach to one node at a time (GCE PD unless every mount is read-only,
+AWS EBS always, RBD and iSCSI unless read-only) conflict with the same disk used by a pod already
+on the node. A ReadWriteOncePod claim may be used by one pod in the whole cluster; that conflict
+is Unschedulable (not unresolvable) because preempting the user can free the claim, which is why
+PreFilter keeps a count that preemption's add_pod/remove_pod adjust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    Plugin,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins._volumes import meta, not_found, spec
+
+__all__ = ["VolumeRestrictions"]
+
+PRE_FILTER_STATE_KEY = "PreFilterVolumeRestrictions"
+
+ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
+ERR_REASON_RWOP_CONFLICT = (
+    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+)
+
+_RESTRICTED_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+
+
+@dataclass(slots=True)
+class _PreFilterState:
+    """Names of the pod's ReadWriteOncePod claims and how many scheduled pods already use them."""
+
+    rwop_claims: frozenset[str] = frozenset()
+    conflicting_ref_count: int = 0
+
+    def clone(self) -> _PreFilterState:
+        return _PreFilterState(self.rwop_claims, self.conflicting_ref_count)
+
+    def update_with_pod(self, pod: PodSpec, multiplier: int) -> None:
+        self.conflicting_ref_count += multiplier * sum(
+            1 for name in _pvc_claim_names(pod) if name in self.rwop_claims
+        )
+
+
+def _pvc_claim_names(pod: PodSpec) -> Iterable[str]:
+    for vol in pod.volumes:
+        pvc = vol.get("persistentVolumeClaim")
+        if isinstance(pvc, Mapping):
+            yield str(pvc.get("claimName") or "")
+
+
+def _needs_restrictions_check(volume: Mapping[str, Any]) -> bool:
+    return any(volume.get(source) is not None for source in _RESTRICTED_SOURCES)
+
+
+def _source(volume: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = volume.get(key)
+    return value if isinstance(value, Mapping) else None
+
+
+def _same_unless_read_only(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> bool:
+    return a.get(key) == b.get(key) and not (a.get("readOnly") and b.get("readOnly"))
+
+
+def _is_volume_conflict(volume: Mapping[str, Any], pod: PodSpec) -> bool:
+    """Does ``volume`` (of the incoming pod) clash with any volume of ``pod``?"""
+    gce = _source(volume, "gcePersistentDisk")
+    ebs = _source(volume, "awsElasticBlockStore")
+    iscsi = _source(volume, "iscsi")
+    rbd = _source(volume, "rbd")
+    for existing in pod.volumes:
+        other = _source(existing, "gcePersistentDisk")
+        if gce is not None and other is not None and _same_unless_read_only(gce, other, "pdName"):
+            return True
+        other = _source(existing, "awsElasticBlockStore")
+        if ebs is not None and other is not None and ebs.get("volumeID") == other.get("volumeID"):
+            return True
+        other = _source(existing, "iscsi")
+        if iscsi is not None and other is not None and _same_unless_read_only(iscsi, other, "iqn"):
+            return True
+        other = _source(existing, "rbd")
+        if rbd is not None and other is not None:
+            monitors = set(rbd.get("monitors") or ())
+            if (
+                monitors.intersection(other.get("monitors") or ())
+                and (rbd.get("pool") or "rbd") == (other.get("pool") or "rbd")
+                and rbd.get("image") == other.get("image")
+                and not (rbd.get("readOnly") and other.get("readOnly"))
+            ):
+                return True
+    return False
+
+
+def _satisfy_volume_conflicts(pod: PodSpec, pods: Iterable[PodSpec]) -> bool:
+    restricted = [v for v in pod.volumes if _needs_restrictions_check(v)]
+    if not restricted:
+        return True
+    existing = list(pods)
+    return not any(_is_volume_conflict(v, other) for v in restricted for other in existing)
+
+
+class VolumeRestrictions(Plugin):
+    name = "VolumeRestrictions"
+
+    def _rwop_claims(self, pod: PodSpec) -> tuple[frozenset[str], str | None]:
+        claims = self.handle.objects.get("PersistentVolumeClaim", {}) if self.handle is not None else {}
+        names: set[str] = set()
+        for claim_name in _pvc_claim_names(pod):
+            pvc = claims.get(f"{pod.namespace}/{claim_name}")
+            if pvc is None:
+                return frozenset(), not_found("PersistentVolumeClaim", claim_name)
+            if "ReadWriteOncePod" in (spec(pvc).get("accessModes") or ()):
+                names.add(str(meta(pvc).get("name", claim_name)))
+        return frozenset(names), None
+
+    def _is_pvc_used_by_pods(self, key: str) -> bool:
+        """``StorageInfos().IsPVCUsedByPods``: any pod in the snapshot refers to the claim."""
+        if self.handle is None:
+            return False
+        return any(key in info.pvc_ref_counts for info in self.handle.snapshot.list())
+
+    def pre_filter(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        needs_check = any(_needs_restrictions_check(v) for v in pod.volumes)
+        rwop, err = self._rwop_claims(pod)
+        if err is not None:
+            return None, Status.unresolvable(err)
+        conflicts = sum(1 for name in rwop if self._is_pvc_used_by_pods(f"{pod.namespace}/{name}"))
+        if not needs_check and conflicts == 0:
+            return None, Status(Code.SKIP)
+        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(rwop, conflicts))
+        return None, None
+
+    def add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, _PreFilterState):
+            return Status.as_error(KeyError(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState'))
+        s.update_with_pod(pod_to_add, 1)
+        return None
+
+    def remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, _PreFilterState):
+            return Status.as_error(KeyError(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState'))
+        s.update_with_pod(pod_to_remove, -1)
+        return None
+
+    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+        if not _satisfy_volume_conflicts(pod, node_info.pods):
+            return Status.unschedulable(ERR_REASON_DISK_CONFLICT)
+        s = state.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, _PreFilterState):
+            return Status.as_error(KeyError(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState'))
+        if s.conflicting_ref_count > 0:
+            return Status.unschedulable(ERR_REASON_RWOP_CONFLICT)
+        return None
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
+            ClusterEventWithHint(ClusterEvent(EventResource.PVC, ActionType.ADD), self._after_pvc_added),
+        ]
+
+    @staticmethod
+    def _after_pvc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        m = meta(new)
+        if (m.get("namespace") or "default") != pod.namespace:
+            return QueueingHint.QUEUE_SKIP
+        if m.get("name") in set(_pvc_claim_names(pod)):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_pod_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        deleted = old if isinstance(old, PodSpec) else new
+        if not isinstance(deleted, PodSpec) or deleted.namespace != pod.namespace:
+            return QueueingHint.QUEUE_SKIP
+        if not _satisfy_volume_conflicts(pod, [deleted]):
+            return QueueingHint.QUEUE
+        # The deleted pod may have held one of our ReadWriteOncePod claims (access mode not checked).
+        claims = set(_pvc_claim_names(pod))
+        if any(name in claims for name in _pvc_claim_names(deleted)):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP

@@ -1,0 +1,188 @@
+"""VolumeZone: a pod must run in the zone/region of the PVs it mounts (reference ``volumezone``).
+
+Only bound claims count (their PV's topology labels); unbound WaitForFirstConsumer claims are left
+to VolumeBinding. A node without any topology label accepts every pod, so that single-zone
+clusters without zone labels keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    Plugin,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins._volumes import labels, meta, not_found, pvc_class, spec
+
+__all__ = ["VolumeZone"]
+
+PRE_FILTER_STATE_KEY = "PreFilterVolumeZone"
+ERR_REASON_CONFLICT = "node(s) had no available volume zone"
+
+LABEL_BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+LABEL_BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+TOPOLOGY_LABELS = (LABEL_BETA_ZONE, LABEL_BETA_REGION, LABEL_ZONE, LABEL_REGION)
+_GA_LABEL = {LABEL_BETA_ZONE: LABEL_ZONE, LABEL_BETA_REGION: LABEL_REGION}
+MULTI_ZONE_DELIMITER = "__"
+
+
+@dataclass(frozen=True, slots=True)
+class _PVTopology:
+    pv_name: str
+    key: str
+    values: frozenset[str]
+
+
+@dataclass(slots=True)
+class _StateData:
+    topologies: tuple[_PVTopology, ...]
+
+    def clone(self) -> _StateData:
+        return self
+
+
+def _label_zones_to_set(value: str) -> frozenset[str] | None:
+    """``LabelZonesToSet``: ``a__b`` is two zones; an empty element makes the label invalid (None)."""
+    zones = set()
+    for zone in value.split(MULTI_ZONE_DELIMITER):
+        zone = zone.strip()
+        if not zone:
+            return None
+        zones.add(zone)
+    return frozenset(zones)
+
+
+def _claim_names(pod: PodSpec) -> list[str]:
+    names = []
+    for vol in pod.volumes:
+        pvc = vol.get("persistentVolumeClaim")
+        if isinstance(pvc, Mapping):
+            names.append(str(pvc.get("claimName") or ""))
+    return names
+
+
+class VolumeZone(Plugin):
+    name = "VolumeZone"
+
+    def _pv_topologies(self, pod: PodSpec) -> tuple[tuple[_PVTopology, ...], Status | None]:
+        objects: Mapping[str, Mapping[str, Any]] = self.handle.objects if self.handle is not None else {}
+        claims = objects.get("PersistentVolumeClaim", {})
+        out: list[_PVTopology] = []
+        for claim_name in _claim_names(pod):
+            if not claim_name:
+                return (), Status.unresolvable("PersistentVolumeClaim had no name")
+            pvc = claims.get(f"{pod.namespace}/{claim_name}")
+            if pvc is None:
+                return (), Status.unresolvable(not_found("PersistentVolumeClaim", claim_name))
+            pv_name = str(spec(pvc).get("volumeName") or "")
+            if not pv_name:
+                sc_name = pvc_class(pvc)
+                if not sc_name:
+                    return (), Status.unresolvable(
+                        "PersistentVolumeClaim had no pv name and storageClass name"
+                    )
+                sc = objects.get("StorageClass", {}).get(sc_name)
+                if sc is None:
+                    return (), Status.unresolvable(not_found("StorageClass", sc_name))
+                mode = sc.get("volumeBindingMode")
+                if not mode:
+                    return (), Status.unresolvable(f'VolumeBindingMode not set for StorageClass "{sc_name}"')
+                if mode == "WaitForFirstConsumer":
+                    continue  # unbound, VolumeBinding decides
+                return (), Status.unresolvable("PersistentVolume had no name")
+            pv = objects.get("PersistentVolume", {}).get(pv_name)
+            if pv is None:
+                return (), Status.unresolvable(not_found("PersistentVolume", pv_name))
+            pv_labels = labels(pv)
+            for key in TOPOLOGY_LABELS:
+                if key in pv_labels:
+                    zones = _label_zones_to_set(str(pv_labels[key]))
+                    if zones is not None:  # the reference logs and ignores an invalid label
+                        out.append(_PVTopology(str(meta(pv).get("name", pv_name)), key, zones))
+        return tuple(out), None
+
+    def pre_filter(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        topologies, status = self._pv_topologies(pod)
+        if status is not None:
+            return None, status
+        if not topologies:
+            return None, Status(Code.SKIP)
+        state.write(PRE_FILTER_STATE_KEY, _StateData(topologies))
+        return None, None
+
+    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+        if not pod.volumes:
+            return None
+        data = state.get(PRE_FILTER_STATE_KEY)
+        if isinstance(data, _StateData):
+            topologies = data.topologies
+        else:
+            topologies, status = self._pv_topologies(pod)
+            if status is not None:
+                return status
+        node = node_info.node
+        node_labels: Mapping[str, str] = node.labels if node is not None else {}
+        if not any(key in node_labels for key in TOPOLOGY_LABELS):
+            return None  # a node without zone labels: single-zone cluster
+        for topo in topologies:
+            value = node_labels.get(topo.key)
+            if value is None:
+                value = node_labels.get(_GA_LABEL.get(topo.key, topo.key))
+            if value is None or value not in topo.values:
+                return Status.unresolvable(ERR_REASON_CONFLICT)
+        return None
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD), self._after_sc_added
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.PVC, ActionType.ADD | ActionType.UPDATE), self._after_pvc_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.PV, ActionType.ADD | ActionType.UPDATE), self._after_pv_change
+            ),
+        ]
+
+    @staticmethod
+    def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        m = meta(new)
+        if (m.get("namespace") or "default") == pod.namespace and m.get("name") in _claim_names(pod):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_sc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, Mapping) and new.get("volumeBindingMode") == "WaitForFirstConsumer":
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_pv_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if old is None:
+            return QueueingHint.QUEUE
+        old_labels, new_labels = labels(old), labels(new)
+        if any(old_labels.get(key) != new_labels.get(key) for key in TOPOLOGY_LABELS):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
