@@ -1,0 +1,413 @@
+"""Shared resource scorer for NodeResourcesFit and NodeResourcesBalancedAllocation.
+
+Mirrors the reference's ``resourceAllocationScorer``: per configured resource it derives the
+node's (allocatable, requested + pod request) pair, skipping resources the node does not offer
+(allocatable 0) and scalar resources the pod does not request, then hands both lists to a scorer.
+Every scorer exists twice, scalar (the reference) and numpy over snapshot rows (speed); the
+arithmetic is integer (or IEEE float in the same order) so both agree exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY
+from kopf_scheduler.cache.snapshot import BASE_COLUMNS
+from kopf_scheduler.framework.interface import MAX_NODE_SCORE
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.types import NodeInfo
+
+__all__ = [
+    "MAX_CUSTOM_PRIORITY_SCORE",
+    "MAX_UTILIZATION",
+    "ResourceAllocationScorer",
+    "ResourceSpec",
+    "UtilizationShapePoint",
+    "balanced_score",
+    "balanced_score_vector",
+    "broken_linear",
+    "is_extended_resource_name",
+    "is_scalar_resource_name",
+    "least_requested_score",
+    "most_requested_score",
+    "validate_qualified_name",
+]
+
+MAX_UTILIZATION = 100
+MAX_CUSTOM_PRIORITY_SCORE = 10
+
+_CONFIG = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class ResourceSpec(BaseModel):
+    """A scored resource and its weight; weight 0 defaults to 1 as the v1 defaulting does."""
+
+    model_config = _CONFIG
+
+    name: str
+    weight: int = 1
+
+    def model_post_init(self, __context: object) -> None:
+        if self.weight == 0:
+            self.weight = 1
+
+
+class UtilizationShapePoint(BaseModel):
+    model_config = _CONFIG
+
+    utilization: int
+    score: int
+
+
+def default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
+
+
+# --- resource names (schedutil / v1helper) ------------------------------------------------------
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def validate_qualified_name(value: str) -> str | None:
+    """``ValidateLabelName``: an optional DNS-1123 prefix, '/', and a name of at most 63 chars."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return "prefix part must be non-empty"
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            return "prefix part must be a valid DNS-1123 subdomain"
+    else:
+        return "a qualified name must have at most one '/' separating an optional prefix from the name"
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 characters"
+    if not _QUALIFIED_NAME.match(name):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', "
+            "and must start and end with an alphanumeric character"
+        )
+    return None
+
+
+def _is_native(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """``v1helper.IsExtendedResourceName``: domain-qualified, not native, not a quota name."""
+    if _is_native(name) or name.startswith("requests."):
+        return False
+    return validate_qualified_name("requests." + name) is None
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """``schedutil.IsScalarResourceName``: extended, hugepages, prefixed native, attachable volumes."""
+    return (
+        is_extended_resource_name(name)
+        or name.startswith("hugepages-")
+        or "kubernetes.io/" in name
+        or name.startswith("attachable-volumes-")
+    )
+
+
+# --- scorers -------------------------------------------------------------------------------------
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return ((capacity - requested) * MAX_NODE_SCORE) // capacity
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    # Pods without requests get defaults, so requested may exceed capacity.
+    requested = min(requested, capacity)
+    return (requested * MAX_NODE_SCORE) // capacity
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """``helper.BuildBrokenLinearFunction`` over (utilization, score) points."""
+    for i, (util, score) in enumerate(shape):
+        if p <= util:
+            if i == 0:
+                return score
+            pu, ps = shape[i - 1]
+            return ps + _trunc_div((score - ps) * (p - pu), util - pu)
+    return shape[-1][1]
+
+
+def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """The reference's std-dev based balance: ``int((1 - std) * 100)``."""
+    fractions: list[float] = []
+    total = 0.0
+    for req, alloc in zip(requested, allocatable, strict=True):
+        if alloc == 0:
+            continue
+        fraction = float(req) / float(alloc)
+        if fraction > 1:
+            fraction = 1.0
+        total += fraction
+        fractions.append(fraction)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        acc = 0.0
+        for fraction in fractions:
+            acc = acc + (fraction - mean) * (fraction - mean)
+        std = float(np.sqrt(acc / len(fractions)))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def balanced_score_vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+    """Rows of (requested, allocatable) per resource -> scores, bit-identical to ``balanced_score``."""
+    n, r = requested.shape
+    out = np.empty(n, dtype=np.int64)
+    valid = allocatable != 0
+    if n == 0:
+        return out
+    # Rows sharing a validity pattern use the same formula; usually there is one pattern.
+    keys = valid.astype(np.int64) @ (1 << np.arange(r, dtype=np.int64))
+    for key in np.unique(keys):
+        rows = np.nonzero(keys == key)[0]
+        cols = [j for j in range(r) if (int(key) >> j) & 1]
+        fr = [
+            np.minimum(requested[rows, j].astype(np.float64) / allocatable[rows, j].astype(np.float64), 1.0)
+            for j in cols
+        ]
+        if len(fr) == 2:
+            std = np.abs((fr[0] - fr[1]) / 2)
+        elif len(fr) > 2:
+            total = np.zeros(len(rows))
+            for f in fr:
+                total = total + f
+            mean = total / len(fr)
+            acc = np.zeros(len(rows))
+            for f in fr:
+                acc = acc + (f - mean) * (f - mean)
+            std = np.sqrt(acc / len(fr))
+        else:
+            std = np.zeros(len(rows))
+        out[rows] = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return out
+
+
+ScalarScorer = Callable[[Sequence[int], Sequence[int]], int]
+VectorScorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def least_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
+    w = np.asarray(weights, dtype=np.int64)
+
+    def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, (req, alloc) in enumerate(zip(requested, allocatable, strict=True)):
+            if alloc == 0:
+                continue
+            node_score += least_requested_score(req, alloc) * weights[i]
+            weight_sum += weights[i]
+        return node_score // weight_sum if weight_sum else 0
+
+    def vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+        valid = allocatable != 0
+        cap = np.where(valid, allocatable, 1)
+        per = np.where(requested > allocatable, 0, ((cap - requested) * MAX_NODE_SCORE) // cap)
+        per = np.where(valid, per, 0)
+        ws = (valid * w).sum(axis=1)
+        return np.where(ws > 0, (per * w).sum(axis=1) // np.maximum(ws, 1), 0).astype(np.int64)
+
+    return scalar, vector
+
+
+def most_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
+    w = np.asarray(weights, dtype=np.int64)
+
+    def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, (req, alloc) in enumerate(zip(requested, allocatable, strict=True)):
+            if alloc == 0:
+                continue
+            node_score += most_requested_score(req, alloc) * weights[i]
+            weight_sum += weights[i]
+        return node_score // weight_sum if weight_sum else 0
+
+    def vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+        valid = allocatable != 0
+        cap = np.where(valid, allocatable, 1)
+        per = (np.minimum(requested, cap) * MAX_NODE_SCORE) // cap
+        per = np.where(valid, per, 0)
+        ws = (valid * w).sum(axis=1)
+        return np.where(ws > 0, (per * w).sum(axis=1) // np.maximum(ws, 1), 0).astype(np.int64)
+
+    return scalar, vector
+
+
+def _broken_linear_vector(shape: Sequence[tuple[int, int]], p: np.ndarray) -> np.ndarray:
+    out = np.full(p.shape, shape[-1][1], dtype=np.int64)
+    done = np.zeros(p.shape, dtype=bool)
+    for i, (util, score) in enumerate(shape):
+        hit = (p <= util) & ~done
+        if i == 0:
+            out[hit] = score
+        else:
+            pu, ps = shape[i - 1]
+            num = (score - ps) * (p[hit] - pu)
+            den = util - pu
+            out[hit] = ps + np.sign(num) * (np.abs(num) // den)
+        done |= hit
+    return out
+
+
+def requested_to_capacity_ratio(
+    weights: Sequence[int], points: Sequence[UtilizationShapePoint]
+) -> tuple[ScalarScorer, VectorScorer]:
+    # Shape scores are 0..10; the scheduler's scores are 0..100.
+    shape = [(p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)) for p in points]
+    w = np.asarray(weights, dtype=np.int64)
+
+    def resource_score(req: int, cap: int) -> int:
+        if cap == 0 or req > cap:
+            return broken_linear(shape, MAX_UTILIZATION)
+        return broken_linear(shape, req * MAX_UTILIZATION // cap)
+
+    def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for i, (req, alloc) in enumerate(zip(requested, allocatable, strict=True)):
+            if alloc == 0:
+                continue
+            s = resource_score(req, alloc)
+            if s > 0:
+                node_score += s * weights[i]
+                weight_sum += weights[i]
+        if weight_sum == 0:
+            return 0
+        # math.Round of a non-negative ratio, in integers: floor(x + 1/2).
+        return (2 * node_score + weight_sum) // (2 * weight_sum)
+
+    def vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+        valid = allocatable != 0
+        cap = np.where(valid, allocatable, 1)
+        util = np.where(requested > allocatable, MAX_UTILIZATION, (requested * MAX_UTILIZATION) // cap)
+        per = _broken_linear_vector(shape, util)
+        counted = valid & (per > 0)
+        per = np.where(counted, per, 0)
+        ws = (counted * w).sum(axis=1)
+        ns = (per * w).sum(axis=1)
+        return np.where(ws > 0, (2 * ns + ws) // np.maximum(2 * ws, 1), 0).astype(np.int64)
+
+    return scalar, vector
+
+
+# --- the scorer -----------------------------------------------------------------------------------
+
+
+class ResourceAllocationScorer:
+    """Builds (requested, allocatable) per configured resource for one node or for snapshot rows.
+
+    ``use_requested`` picks the node's actual requests for cpu/memory (BalancedAllocation)
+    instead of the non-zero requests (NodeResourcesFit), and the pod's actual requests instead of
+    its requests with per-container defaults for missing cpu/memory.
+    """
+
+    def __init__(
+        self,
+        resources: Sequence[ResourceSpec],
+        scalar: ScalarScorer,
+        vector: VectorScorer,
+        *,
+        use_requested: bool,
+    ) -> None:
+        self.resources = list(resources)
+        self.names = [r.name for r in self.resources]
+        self.scalar = scalar
+        self.vector = vector
+        self.use_requested = use_requested
+
+    def pod_requests(self, pod: PodSpec) -> list[int]:
+        """``calculatePodResourceRequestList``."""
+        out = []
+        for name in self.names:
+            if name == CPU:
+                out.append(pod.requests.milli_cpu if self.use_requested else pod.non_zero_cpu)
+            elif name == MEMORY:
+                out.append(pod.requests.memory if self.use_requested else pod.non_zero_memory)
+            elif name == EPHEMERAL_STORAGE:
+                out.append(pod.requests.ephemeral_storage)
+            else:
+                out.append(pod.requests.scalar.get(name, 0))
+        return out
+
+    def _alloc_req(self, info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
+        """``calculateResourceAllocatableRequest``."""
+        requested = info.requested if self.use_requested else info.non_zero_requested
+        if pod_request == 0 and is_scalar_resource_name(name):
+            return 0, 0
+        if name == CPU:
+            return info.allocatable.milli_cpu, requested.milli_cpu + pod_request
+        if name == MEMORY:
+            return info.allocatable.memory, requested.memory + pod_request
+        if name == EPHEMERAL_STORAGE:
+            return info.allocatable.ephemeral_storage, info.requested.ephemeral_storage + pod_request
+        if name in info.allocatable.scalar:
+            return info.allocatable.scalar[name], info.requested.scalar.get(name, 0) + pod_request
+        return 0, 0
+
+    def score(self, info: NodeInfo, pod_requests: Sequence[int]) -> int:
+        requested = [0] * len(self.names)
+        allocatable = [0] * len(self.names)
+        for i, name in enumerate(self.names):
+            alloc, req = self._alloc_req(info, name, pod_requests[i])
+            if alloc == 0:
+                continue
+            allocatable[i] = alloc
+            requested[i] = req
+        return self.scalar(requested, allocatable)
+
+    def score_rows(self, snapshot: Snapshot, idx: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
+        arrays = snapshot.arrays
+        n = len(idx)
+        req = np.zeros((n, len(self.names)), dtype=np.int64)
+        alloc = np.zeros((n, len(self.names)), dtype=np.int64)
+        for i, name in enumerate(self.names):
+            pr = pod_requests[i]
+            if pr == 0 and is_scalar_resource_name(name):
+                continue
+            if name in (CPU, MEMORY):
+                col = 0 if name == CPU else 1
+                base = (
+                    arrays.requested[idx, col] if self.use_requested else arrays.non_zero_requested[idx, col]
+                )
+            elif name == EPHEMERAL_STORAGE:
+                col = 2
+                base = arrays.requested[idx, col]
+            elif name in arrays.columns and name not in BASE_COLUMNS:
+                col = arrays.columns[name]
+                base = arrays.requested[idx, col]
+            else:
+                continue
+            a = arrays.allocatable[idx, col]
+            alloc[:, i] = a
+            req[:, i] = np.where(a != 0, base + pr, 0)
+        return self.vector(req, alloc)
