@@ -1,0 +1,948 @@
+"""The scheduling queue (the reference's ``backend/queue/scheduling_queue.go``).
+
+Three places a pending pod can be:
+
+- activeQ: a heap ordered by the profile's QueueSort ``less``; ``pop`` takes its head.
+- backoffQ: a heap ordered by backoff expiry; ``flush_backoff_completed`` moves expired pods to
+  activeQ. Backoff is ``initial * 2**(attempts-1)`` capped at ``max``, counted from the time the
+  pod was last put back.
+- the unschedulable pool: pods rejected by plugins, or gated by PreEnqueue plugins. A cluster event
+  moves a pod out only if one of the plugins that rejected it registered that event and that
+  plugin's QueueingHint says Queue; ``flush_unschedulable_left_over`` retries pods stuck there for
+  longer than ``max_unschedulable_duration``.
+
+Events that arrive while a pod is being scheduled ("in flight", between ``pop`` and ``done``) are
+recorded and replayed against the pod when it comes back through
+``add_unschedulable_if_not_present``, so an event during its cycle is never lost.
+
+Single-threaded by design: everything runs on the operator's event loop, so no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
+from kopf_scheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    EventResource,
+    PreEnqueuePlugin,
+    QueueingHint,
+    Status,
+)
+from kopf_scheduler.queue.nominator import Nominator
+
+__all__ = [
+    "DEFAULT_MAX_UNSCHEDULABLE_DURATION",
+    "DEFAULT_POD_INITIAL_BACKOFF",
+    "DEFAULT_POD_MAX_BACKOFF",
+    "EVENT_ASSIGNED_POD_ADD",
+    "EVENT_ASSIGNED_POD_DELETE",
+    "EVENT_FORCE_ACTIVATE",
+    "EVENT_NODE_ADD",
+    "EVENT_NODE_DELETE",
+    "EVENT_UNSCHEDULABLE_TIMEOUT",
+    "UPDATE_POD_OTHER",
+    "HintsMap",
+    "PriorityQueue",
+    "QueuedPodInfo",
+    "QueueingStrategy",
+    "default_less",
+    "is_pod_updated",
+    "match_cluster_event",
+    "pod_scheduling_properties_change",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POD_INITIAL_BACKOFF = 1.0
+DEFAULT_POD_MAX_BACKOFF = 10.0
+DEFAULT_MAX_UNSCHEDULABLE_DURATION = 300.0
+BACKOFF_FLUSH_PERIOD = 1.0
+UNSCHEDULABLE_FLUSH_PERIOD = 30.0
+
+# The bit of ActionType.UPDATE not covered by a named update (the reference's updatePodOther):
+# only plugins that registered a general Pod/Update hear it.
+UPDATE_POD_OTHER = ActionType(4096)
+
+EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD, "UnscheduledPodAdd")
+EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(
+    EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"
+)
+EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(
+    EventResource.UNSCHEDULED_POD, ActionType.DELETE, "UnscheduledPodDelete"
+)
+EVENT_ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
+EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+EVENT_NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
+EVENT_NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
+EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
+EVENT_FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
+
+SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+BACKOFF_COMPLETE = "BackoffComplete"
+
+_WILDCARD_REGISTRATION = (ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL)),)
+
+# plugin name -> the events it registered (with their hints)
+HintsMap = Mapping[str, Sequence[ClusterEventWithHint]]
+PreEnqueueFn = Callable[[PodSpec], Sequence[PreEnqueuePlugin]]
+PreEnqueueCheck = Callable[[PodSpec], bool]
+
+
+class QueueingStrategy(enum.IntEnum):
+    SKIP = 0
+    AFTER_BACKOFF = 1
+    IMMEDIATELY = 2
+
+
+ACTIVE_Q = "active"
+BACKOFF_Q = "backoff"
+UNSCHEDULABLE_Q = "unschedulable"
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """A pod in the queue plus what the queue knows of its past attempts."""
+
+    pod: PodSpec
+    timestamp: float = 0.0
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gating_plugin: str = ""
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
+    backoff_expiration: float | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Rejected by a PreEnqueue plugin: kept out of activeQ until an event lifts the gate."""
+        return bool(self.gating_plugin)
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+
+def default_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    """PrioritySort's order: higher priority first, then earlier timestamp."""
+    if a.pod.priority != b.pod.priority:
+        return a.pod.priority > b.pod.priority
+    return a.timestamp < b.timestamp
+
+
+# --- events -------------------------------------------------------------------------------------
+
+
+def _is_wildcard(event: ClusterEvent) -> bool:
+    return event.resource == EventResource.WILDCARD and event.action == ActionType.ALL
+
+
+def match_cluster_event(registered: ClusterEvent, incoming: ClusterEvent) -> bool:
+    """The reference's ``MatchClusterEvents``: a wildcard incoming event matches every registration."""
+    if _is_wildcard(incoming):
+        return True
+    return registered.matches(incoming)
+
+
+def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[ClusterEvent]:
+    """The events a pod update stands for (``framework.PodSchedulingPropertiesChange``)."""
+    resource = EventResource.ASSIGNED_POD if new.node_name else EventResource.UNSCHEDULED_POD
+    prefix = str(resource)
+    events: list[ClusterEvent] = []
+    if old.labels != new.labels:
+        events.append(ClusterEvent(resource, ActionType.UPDATE_POD_LABEL, f"{prefix}UpdatePodLabel"))
+    if _scaled_down(old, new):
+        events.append(ClusterEvent(resource, ActionType.UPDATE_POD_SCALE_DOWN, f"{prefix}UpdatePodScaleDown"))
+    if old.scheduling_gates and not new.scheduling_gates:
+        events.append(
+            ClusterEvent(
+                resource,
+                ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+                f"{prefix}UpdatePodSchedulingGatesEliminated",
+            )
+        )
+    if old.tolerations != new.tolerations:
+        events.append(
+            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodTolerations")
+        )
+    if not events:
+        events.append(ClusterEvent(resource, UPDATE_POD_OTHER, f"{prefix}Update"))
+    return events
+
+
+def _scaled_down(old: PodSpec, new: PodSpec) -> bool:
+    o, n = old.requests, new.requests
+    pairs = [
+        (o.milli_cpu, n.milli_cpu),
+        (o.memory, n.memory),
+        (o.ephemeral_storage, n.ephemeral_storage),
+    ]
+    pairs.extend((amount, n.scalar.get(name, 0)) for name, amount in o.scalar.items())
+    return any(before > after for before, after in pairs if before)
+
+
+_VOLATILE_META = ("resourceVersion", "generation", "managedFields", "finalizers")
+
+
+def is_pod_updated(old: PodSpec, new: PodSpec) -> bool:
+    """Whether an update changed more than status/bookkeeping (``isPodUpdated``)."""
+
+    def strip(raw: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in raw.items() if k != "status"}
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping):
+            out["metadata"] = {k: v for k, v in meta.items() if k not in _VOLATILE_META}
+        status = raw.get("status")
+        if isinstance(status, Mapping) and "resourceClaimStatuses" in status:
+            out["status"] = {"resourceClaimStatuses": status["resourceClaimStatuses"]}
+        return out
+
+    if not old.raw and not new.raw:
+        return old is not new
+    return strip(old.raw) != strip(new.raw)
+
+
+# --- an indexed binary heap ---------------------------------------------------------------------
+
+
+class _Heap:
+    """A binary heap keyed by pod UID with O(log n) delete and re-position."""
+
+    __slots__ = ("_items", "_less", "_pos")
+
+    def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
+        self._items: list[QueuedPodInfo] = []
+        self._pos: dict[str, int] = {}
+        self._less = less
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pos
+
+    def __iter__(self) -> Iterator[QueuedPodInfo]:
+        return iter(list(self._items))
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        i = self._pos.get(uid)
+        return None if i is None else self._items[i]
+
+    def push(self, qpi: QueuedPodInfo) -> None:
+        """Add, or replace the entry with the same UID and re-position it."""
+        i = self._pos.get(qpi.uid)
+        if i is not None:
+            self._items[i] = qpi
+            self._fix(i)
+            return
+        self._items.append(qpi)
+        self._pos[qpi.uid] = len(self._items) - 1
+        self._up(len(self._items) - 1)
+
+    def peek(self) -> QueuedPodInfo | None:
+        return self._items[0] if self._items else None
+
+    def pop(self) -> QueuedPodInfo | None:
+        if not self._items:
+            return None
+        return self._remove_at(0)
+
+    def remove(self, uid: str) -> QueuedPodInfo | None:
+        i = self._pos.get(uid)
+        return None if i is None else self._remove_at(i)
+
+    def fix(self, uid: str) -> None:
+        i = self._pos.get(uid)
+        if i is not None:
+            self._fix(i)
+
+    def _remove_at(self, i: int) -> QueuedPodInfo:
+        items = self._items
+        item = items[i]
+        last = items.pop()
+        del self._pos[item.uid]
+        if i < len(items):
+            items[i] = last
+            self._pos[last.uid] = i
+            self._fix(i)
+        return item
+
+    def _fix(self, i: int) -> None:
+        if not self._up(i):
+            self._down(i)
+
+    def _up(self, i: int) -> bool:
+        items, pos, less = self._items, self._pos, self._less
+        item = items[i]
+        moved = False
+        while i > 0:
+            parent = (i - 1) >> 1
+            if not less(item, items[parent]):
+                break
+            items[i] = items[parent]
+            pos[items[i].uid] = i
+            i = parent
+            moved = True
+        items[i] = item
+        pos[item.uid] = i
+        return moved
+
+    def _down(self, i: int) -> None:
+        items, pos, less = self._items, self._pos, self._less
+        n = len(items)
+        item = items[i]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            right = child + 1
+            if right < n and less(items[right], items[child]):
+                child = right
+            if not less(items[child], item):
+                break
+            items[i] = items[child]
+            pos[items[i].uid] = i
+            i = child
+        items[i] = item
+        pos[item.uid] = i
+
+
+# --- the queue ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _InFlightEvent:
+    seq: int
+    event: ClusterEvent
+    old: Any
+    new: Any
+
+
+class PriorityQueue:
+    """activeQ + backoffQ + unschedulable pool, shared by all profiles.
+
+    ``pre_enqueue`` maps a pod to its profile's PreEnqueue plugins; ``hints`` maps plugin names to
+    the events they registered, either one map for all profiles or a callable mapping a pod to its
+    profile's map. Both may be replaced at runtime (``set_pre_enqueue``/``set_hints``) when
+    profiles are edited. A plugin absent from the map is treated as registered for every event
+    with no hint, as the reference does for plugins without ``EventsToRegister``.
+    """
+
+    def __init__(
+        self,
+        less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = default_less,
+        clock: Callable[[], float] = time.monotonic,
+        initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
+        max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
+        max_unschedulable_duration: float = DEFAULT_MAX_UNSCHEDULABLE_DURATION,
+        pre_enqueue: PreEnqueueFn | None = None,
+        hints: HintsMap | Callable[[PodSpec], HintsMap] | None = None,
+        *,
+        nominator: Nominator | None = None,
+        namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
+        queueing_hints: bool = True,
+        pop_from_backoff: bool = False,
+    ) -> None:
+        self.clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable_duration = max_unschedulable_duration
+        self.pre_enqueue = pre_enqueue
+        self.hints: HintsMap | Callable[[PodSpec], HintsMap] = hints if hints is not None else {}
+        self.nominator = nominator if nominator is not None else Nominator()
+        self.namespace_labels = namespace_labels
+        self.queueing_hints = queueing_hints
+        self.pop_from_backoff = pop_from_backoff
+
+        self._less = less
+        self._active = _Heap(less)
+        self._backoff = _Heap(self._backoff_less)
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated: set[str] = set()
+
+        self.scheduling_cycle = 0
+        self.move_request_cycle = -1
+        self._in_flight: dict[str, int] = {}  # uid -> sequence number of the first event it may see
+        self._in_flight_latest: dict[str, PodSpec] = {}
+        self._deleted_in_flight: set[str] = set()
+        self._events: deque[_InFlightEvent] = deque()
+        self._event_seq = 0
+        self._seen_rejectors: set[str] = set()
+
+        self._closed = False
+        self._wakeup = asyncio.Event()
+
+    # -- configuration --
+
+    def set_pre_enqueue(self, pre_enqueue: PreEnqueueFn | None) -> None:
+        self.pre_enqueue = pre_enqueue
+
+    def set_hints(self, hints: HintsMap | Callable[[PodSpec], HintsMap]) -> None:
+        self.hints = hints
+
+    def set_less(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
+        """Swap the QueueSort function (all profiles share it); re-heapifies activeQ."""
+        self._less = less
+        old = list(self._active)
+        self._active = _Heap(less)
+        for qpi in old:
+            self._active.push(qpi)
+
+    # -- backoff --
+
+    def backoff_duration(self, qpi: QueuedPodInfo) -> float:
+        if qpi.attempts == 0:
+            return 0.0
+        duration = self.initial_backoff
+        for _ in range(1, qpi.attempts):
+            if duration > self.max_backoff - duration:
+                return self.max_backoff
+            duration += duration
+        return duration
+
+    def backoff_time(self, qpi: QueuedPodInfo) -> float:
+        """When the pod's backoff ends; cached until its next attempt changes it."""
+        if qpi.attempts == 0:
+            return float("-inf")
+        if qpi.backoff_expiration is None:
+            qpi.backoff_expiration = qpi.timestamp + self.backoff_duration(qpi)
+        return qpi.backoff_expiration
+
+    def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        return self.backoff_time(qpi) > self.clock()
+
+    def _backoff_less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.backoff_time(a) < self.backoff_time(b)
+
+    # -- PreEnqueue --
+
+    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
+        """Run the pod's PreEnqueue plugins, the current gating plugin first; record the gate."""
+        plugins = list(self.pre_enqueue(qpi.pod)) if self.pre_enqueue is not None else []
+        if qpi.gating_plugin:
+            plugins.sort(key=lambda pl: pl.name != qpi.gating_plugin)
+        for plugin in plugins:
+            try:
+                status: Status | None = plugin.pre_enqueue(qpi.pod)
+            except Exception as exc:
+                log.exception("PreEnqueue plugin %s failed on pod %s", plugin.name, qpi.pod.key)
+                status = Status.as_error(exc)
+            if status is None or status.code == Code.SUCCESS:
+                continue
+            qpi.unschedulable_plugins.add(plugin.name)
+            qpi.gating_plugin = plugin.name
+            self._seen_rejectors.add(plugin.name)
+            return
+        qpi.gating_plugin = ""
+
+    # -- pool helpers --
+
+    def _pool_put(self, qpi: QueuedPodInfo) -> None:
+        self._unschedulable[qpi.uid] = qpi
+        if qpi.gated:
+            self._gated.add(qpi.uid)
+        else:
+            self._gated.discard(qpi.uid)
+
+    def _pool_remove(self, uid: str) -> QueuedPodInfo | None:
+        self._gated.discard(uid)
+        return self._unschedulable.pop(uid, None)
+
+    def _has(self, uid: str) -> bool:
+        return uid in self._active or uid in self._backoff or uid in self._unschedulable
+
+    def _broadcast(self) -> None:
+        self._wakeup.set()
+
+    def _new_qpi(self, pod: PodSpec) -> QueuedPodInfo:
+        return QueuedPodInfo(pod=pod, timestamp=self.clock())
+
+    def _move_to_active(self, qpi: QueuedPodInfo, event: str, from_backoff: bool = False) -> bool:
+        if not (self.pop_from_backoff and from_backoff):
+            self._run_pre_enqueue(qpi)
+        if qpi.gated:
+            if not self._has(qpi.uid):
+                self._pool_put(qpi)
+            return False
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self.clock()
+        self._pool_remove(qpi.uid)
+        self._backoff.remove(qpi.uid)
+        self._active.push(qpi)
+        if event in (EVENT_UNSCHEDULED_POD_ADD.label, EVENT_UNSCHEDULED_POD_UPDATE.label):
+            self.nominator.add_nominated_pod(qpi.pod)
+        return True
+
+    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> bool:
+        if self.pop_from_backoff:
+            self._run_pre_enqueue(qpi)
+            if qpi.gated:
+                if qpi.uid not in self._unschedulable:
+                    self._pool_put(qpi)
+                return False
+        self._pool_remove(qpi.uid)
+        self._backoff.push(qpi)
+        return True
+
+    def _requeue(self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
+        """Put a pod where ``strategy`` says; returns the queue it went to."""
+        if strategy == QueueingStrategy.SKIP:
+            self._pool_put(qpi)
+            return UNSCHEDULABLE_Q
+        if strategy == QueueingStrategy.AFTER_BACKOFF and self.is_backing_off(qpi):
+            return BACKOFF_Q if self._move_to_backoff(qpi, event) else UNSCHEDULABLE_Q
+        return ACTIVE_Q if self._move_to_active(qpi, event) else UNSCHEDULABLE_Q
+
+    # -- adding and removing --
+
+    def add(self, pod: PodSpec) -> None:
+        """A new unscheduled pod. A pod already known is treated as an update (after a re-list)."""
+        existing = self.get(pod.uid)
+        if existing is not None:
+            self.update(existing.pod, pod)
+            return
+        if pod.uid in self._in_flight:
+            self._in_flight_latest[pod.uid] = pod
+            return
+        if self._move_to_active(self._new_qpi(pod), EVENT_UNSCHEDULED_POD_ADD.label):
+            self._broadcast()
+
+    def update(self, old: PodSpec, new: PodSpec) -> None:
+        """An update of an unscheduled pod; may lift a gate or make a rejected pod schedulable."""
+        uid = new.uid
+        events = pod_scheduling_properties_change(old, new) if self.queueing_hints else []
+        if uid in self._in_flight:
+            # It comes back through add_unschedulable_if_not_present; replay the update then.
+            self._in_flight_latest[uid] = new
+            if self.queueing_hints:
+                for ev in events:
+                    self._record_event(ev, old, new)
+            return
+        for heap in (self._active, self._backoff):
+            qpi = heap.get(uid)
+            if qpi is not None:
+                qpi.pod = new
+                heap.fix(uid)
+                self.nominator.update_nominated_pod(old, new)
+                return
+        qpi = self._unschedulable.get(uid)
+        if qpi is not None:
+            qpi.pod = new
+            self.nominator.update_nominated_pod(old, new)
+            if self.queueing_hints:
+                for ev in events:
+                    strategy = self._worth_requeuing(qpi, ev, old, new)
+                    if strategy == QueueingStrategy.SKIP:
+                        continue
+                    self._pool_remove(uid)
+                    where = self._requeue(qpi, strategy, ev.label)
+                    if where == ACTIVE_Q:
+                        self._broadcast()
+                    if where != UNSCHEDULABLE_Q:
+                        break
+                return
+            if is_pod_updated(old, new):
+                if self.is_backing_off(qpi):
+                    self._move_to_backoff(qpi, EVENT_UNSCHEDULED_POD_UPDATE.label)
+                elif self._move_to_active(qpi, EVENT_UNSCHEDULED_POD_UPDATE.label):
+                    self._broadcast()
+                return
+            self._pool_put(qpi)
+            return
+        if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_UPDATE.label):
+            self._broadcast()
+
+    def delete(self, pod: PodSpec) -> None:
+        """The pod is gone or bound elsewhere; an in-flight pod will not be requeued."""
+        self.nominator.delete_nominated_pod_if_exists(pod)
+        uid = pod.uid
+        if self._active.remove(uid) is None and self._backoff.remove(uid) is None:
+            self._pool_remove(uid)
+        if uid in self._in_flight:
+            self._deleted_in_flight.add(uid)
+
+    def activate(self, pods: Iterable[PodSpec] | Mapping[str, PodSpec]) -> None:
+        """Move pods waiting in backoffQ or the pool to activeQ right away (``Activate``)."""
+        items = pods.values() if isinstance(pods, Mapping) else pods
+        activated = False
+        for pod in items:
+            qpi = self._unschedulable.get(pod.uid)
+            from_backoff = False
+            if qpi is None:
+                qpi = self._backoff.remove(pod.uid)
+                from_backoff = True
+            if qpi is not None:
+                if self._move_to_active(qpi, EVENT_FORCE_ACTIVATE.label, from_backoff):
+                    activated = True
+                continue
+            if pod.uid in self._in_flight:
+                self._record_event(EVENT_FORCE_ACTIVATE, None, pod)
+                self.move_request_cycle = self.scheduling_cycle
+        if activated:
+            self._broadcast()
+
+    # -- popping --
+
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        """The head of activeQ (or of backoffQ when allowed and activeQ is empty), now in flight."""
+        if self._closed:
+            return None
+        qpi = self._active.pop()
+        if qpi is None and self.pop_from_backoff:
+            qpi = self._backoff.pop()
+        if qpi is None:
+            return None
+        qpi.attempts += 1
+        qpi.backoff_expiration = None
+        qpi.unschedulable_plugins.clear()
+        qpi.pending_plugins.clear()
+        self.scheduling_cycle += 1
+        self._in_flight[qpi.uid] = self._event_seq
+        self._in_flight_latest.pop(qpi.uid, None)
+        self._deleted_in_flight.discard(qpi.uid)
+        return qpi
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """Wait for a pod; None once the queue is closed."""
+        while True:
+            qpi = self.pop_nowait()
+            if qpi is not None or self._closed:
+                return qpi
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def done(self, uid: str) -> None:
+        """The pod's scheduling (and binding) attempt is over; forget events it no longer needs."""
+        if self._in_flight.pop(uid, None) is None:
+            return
+        self._in_flight_latest.pop(uid, None)
+        self._deleted_in_flight.discard(uid)
+        if not self._in_flight:
+            self._events.clear()
+            return
+        oldest = min(self._in_flight.values())
+        events = self._events
+        while events and events[0].seq < oldest:
+            events.popleft()
+
+    def in_flight_pods(self) -> list[str]:
+        return list(self._in_flight)
+
+    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int) -> None:
+        """Put back a pod whose attempt failed: to the pool, or to backoff/active when an event
+        seen during its cycle may have made it schedulable."""
+        uid = qpi.uid
+        try:
+            if uid in self._deleted_in_flight:
+                return  # deleted or bound elsewhere while we were scheduling it
+            if self._has(uid):
+                log.warning("pod %s is already queued; not adding it again", qpi.pod.key)
+                return
+            latest = self._in_flight_latest.get(uid)
+            if latest is not None:
+                qpi.pod = latest
+            if not qpi.unschedulable_plugins and not qpi.pending_plugins:
+                qpi.consecutive_errors_count += 1
+            else:
+                qpi.unschedulable_count += 1
+                qpi.consecutive_errors_count = 0
+            qpi.timestamp = self.clock()
+            qpi.backoff_expiration = None
+            self._note_rejectors(qpi)
+
+            if not self.queueing_hints:
+                rejected = qpi.unschedulable_plugins or qpi.pending_plugins
+                if self.move_request_cycle >= scheduling_cycle or not rejected:
+                    self._move_to_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
+                else:
+                    self._pool_put(qpi)
+                return
+            strategy = self._hint_for_in_flight(qpi)
+            if self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE) == ACTIVE_Q:
+                self._broadcast()
+        finally:
+            self.done(uid)
+
+    def _hint_for_in_flight(self, qpi: QueuedPodInfo) -> QueueingStrategy:
+        if not qpi.unschedulable_plugins and not qpi.pending_plugins:
+            return QueueingStrategy.AFTER_BACKOFF
+        start = self._in_flight.get(qpi.uid)
+        if start is None:
+            return QueueingStrategy.AFTER_BACKOFF
+        strategy = QueueingStrategy.SKIP
+        for rec in self._events:
+            if rec.seq < start:
+                continue
+            got = self._worth_requeuing(qpi, rec.event, rec.old, rec.new)
+            if got == QueueingStrategy.IMMEDIATELY:
+                return got
+            if got == QueueingStrategy.AFTER_BACKOFF:
+                strategy = got
+                if not qpi.pending_plugins:
+                    return strategy
+        return strategy
+
+    def _record_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        if not self._in_flight:
+            return
+        self._events.append(_InFlightEvent(self._event_seq, event, old, new))
+        self._event_seq += 1
+
+    # -- moving on cluster events --
+
+    def _hints_for(self, pod: PodSpec) -> HintsMap:
+        hints = self.hints
+        return hints(pod) if callable(hints) else hints
+
+    def _registrations(self, hints: HintsMap, plugin: str) -> Sequence[ClusterEventWithHint]:
+        regs = hints.get(plugin)
+        return _WILDCARD_REGISTRATION if regs is None else regs
+
+    def is_event_of_interest(self, event: ClusterEvent) -> bool:
+        """Can ``event`` move any pod? Lets most events skip walking the pool."""
+        hints = self.hints
+        if _is_wildcard(event) or callable(hints):
+            return True
+        if any(name not in hints for name in self._seen_rejectors):
+            return True  # a plugin without registrations hears every event
+        return any(match_cluster_event(reg.event, event) for regs in hints.values() for reg in regs)
+
+    def _note_rejectors(self, qpi: QueuedPodInfo) -> None:
+        self._seen_rejectors.update(qpi.unschedulable_plugins)
+        self._seen_rejectors.update(qpi.pending_plugins)
+
+    def _worth_requeuing(
+        self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any
+    ) -> QueueingStrategy:
+        """``isPodWorthRequeuing``: ask the hints of only the plugins that rejected the pod."""
+        rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not rejectors:
+            return QueueingStrategy.AFTER_BACKOFF
+        if _is_wildcard(event):
+            if new is not None and (not isinstance(new, PodSpec) or new.uid != qpi.uid):
+                return QueueingStrategy.SKIP  # a wildcard aimed at another pod
+            return QueueingStrategy.AFTER_BACKOFF
+        hints = self._hints_for(qpi.pod)
+        strategy = QueueingStrategy.SKIP
+        for plugin in sorted(rejectors):
+            for reg in self._registrations(hints, plugin):
+                if not match_cluster_event(reg.event, event):
+                    continue
+                hint = QueueingHint.QUEUE
+                if reg.hint is not None and self.queueing_hints:
+                    try:
+                        hint = reg.hint(qpi.pod, old, new)
+                    except Exception:
+                        # An erroring hint must not strand the pod in the pool.
+                        log.exception("QueueingHint of %s failed for pod %s", plugin, qpi.pod.key)
+                        hint = QueueingHint.QUEUE
+                if hint == QueueingHint.QUEUE_SKIP:
+                    continue
+                if plugin in qpi.pending_plugins:
+                    return QueueingStrategy.IMMEDIATELY
+                if not qpi.pending_plugins:
+                    return QueueingStrategy.AFTER_BACKOFF
+                strategy = QueueingStrategy.AFTER_BACKOFF
+        return strategy
+
+    def move_all_to_active_or_backoff(
+        self,
+        event: ClusterEvent,
+        old: Any = None,
+        new: Any = None,
+        pre_check: PreEnqueueCheck | None = None,
+    ) -> None:
+        """Move pool pods that ``event`` may make schedulable (``MoveAllToActiveOrBackoffQueue``)."""
+        if not self.is_event_of_interest(event):
+            return
+        pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
+        self._move_pods(pods, event, old, new)
+
+    def _move_pods(self, pods: Sequence[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
+        if not self.is_event_of_interest(event):
+            return
+        activated = False
+        for qpi in pods:
+            if qpi.gated:
+                hints = self._hints_for(qpi.pod)
+                gating_regs = self._registrations(hints, qpi.gating_plugin)
+                if not any(match_cluster_event(reg.event, event) for reg in gating_regs):
+                    continue
+            strategy = self._worth_requeuing(qpi, event, old, new)
+            if strategy == QueueingStrategy.SKIP:
+                continue
+            self._pool_remove(qpi.uid)
+            if self._requeue(qpi, strategy, event.label) == ACTIVE_Q:
+                activated = True
+        self.move_request_cycle = self.scheduling_cycle
+        if self.queueing_hints:
+            self._record_event(event, old, new)
+        if activated:
+            self._broadcast()
+
+    def assigned_pod_added(self, pod: PodSpec) -> None:
+        """A bound pod appeared: only pods whose cross-topology terms could match it can move."""
+        self._move_pods(self._pods_with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, old: PodSpec, new: PodSpec, event: ClusterEvent | None = None) -> None:
+        events = [event] if event is not None else pod_scheduling_properties_change(old, new)
+        scale_down = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCALE_DOWN)
+        for ev in events:
+            if match_cluster_event(scale_down, ev):
+                # Freed resources may help pods rejected by NodeResourcesFit: no pre-filter.
+                self.move_all_to_active_or_backoff(ev, old, new)
+            else:
+                self._move_pods(self._pods_with_cross_topology_term(new), ev, old, new)
+
+    def _pods_with_cross_topology_term(self, pod: PodSpec) -> list[QueuedPodInfo]:
+        ns_labels: Mapping[str, str] | None = None
+        out: list[QueuedPodInfo] = []
+        for qpi in self._unschedulable.values():
+            if "PodTopologySpread" in qpi.unschedulable_plugins and pod.namespace == qpi.pod.namespace:
+                out.append(qpi)
+                continue
+            aff = qpi.pod.affinity
+            terms = aff.pod_affinity.required if aff and aff.pod_affinity else ()
+            for term in terms:
+                if ns_labels is None and term.namespace_selector is not None:
+                    ns_labels = self.namespace_labels(pod.namespace) if self.namespace_labels else {}
+                if _term_matches(term, qpi.pod, pod, ns_labels or {}):
+                    out.append(qpi)
+                    break
+        return out
+
+    # -- flushing --
+
+    def flush_backoff_completed(self) -> None:
+        activated = False
+        while True:
+            head = self._backoff.peek()
+            if head is None or self.is_backing_off(head):
+                break
+            self._backoff.pop()
+            if self._move_to_active(head, BACKOFF_COMPLETE, from_backoff=True):
+                activated = True
+        if activated:
+            self._broadcast()
+
+    def flush_unschedulable_left_over(self) -> None:
+        now = self.clock()
+        stale = [
+            q for q in self._unschedulable.values() if now - q.timestamp > self.max_unschedulable_duration
+        ]
+        if stale:
+            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
+
+    async def run_flushers(
+        self,
+        backoff_period: float = BACKOFF_FLUSH_PERIOD,
+        unschedulable_period: float = UNSCHEDULABLE_FLUSH_PERIOD,
+    ) -> None:
+        """Run both periodic flushes until ``close()`` (or cancellation)."""
+
+        async def every(period: float, fn: Callable[[], None]) -> None:
+            while not self._closed:
+                await asyncio.sleep(period)
+                try:
+                    fn()
+                except Exception:
+                    log.exception("queue flush failed")
+
+        await asyncio.gather(
+            every(backoff_period, self.flush_backoff_completed),
+            every(unschedulable_period, self.flush_unschedulable_left_over),
+        )
+
+    # -- inspection --
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._active.get(uid) or self._backoff.get(uid) or self._unschedulable.get(uid)
+
+    def where(self, uid: str) -> str | None:
+        """Which sub-queue holds the pod (``active``, ``backoff``, ``unschedulable``), or None."""
+        if uid in self._active:
+            return ACTIVE_Q
+        if uid in self._backoff:
+            return BACKOFF_Q
+        if uid in self._unschedulable:
+            return UNSCHEDULABLE_Q
+        return None
+
+    def __contains__(self, uid: object) -> bool:
+        if isinstance(uid, PodSpec):
+            uid = uid.uid
+        return isinstance(uid, str) and self._has(uid)
+
+    def __len__(self) -> int:
+        return len(self._active) + len(self._backoff) + len(self._unschedulable)
+
+    def pending_pods(self) -> dict[str, int]:
+        gated = len(self._gated)
+        return {
+            "active": len(self._active),
+            "backoff": len(self._backoff),
+            "unschedulable": len(self._unschedulable) - gated,
+            "gated": gated,
+        }
+
+    def active_pods(self) -> list[PodSpec]:
+        return [q.pod for q in self._active]
+
+    def backoff_pods(self) -> list[PodSpec]:
+        return [q.pod for q in self._backoff]
+
+    def unschedulable_pods(self) -> list[PodSpec]:
+        return [q.pod for q in self._unschedulable.values()]
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]:
+        return self.nominator.nominated_pods_for_node(node_name)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self._closed = True
+        self._broadcast()
+
+
+def _term_matches(
+    term: PodAffinityTerm, owner: PodSpec, candidate: PodSpec, ns_labels: Mapping[str, str]
+) -> bool:
+    """Does ``candidate`` match an affinity term of pending pod ``owner`` (``AffinityTerm.Matches``)."""
+    namespaces = term.namespaces
+    if not namespaces and term.namespace_selector is None:
+        namespaces = frozenset((owner.namespace,))
+    in_ns = candidate.namespace in namespaces or (
+        term.namespace_selector is not None and term.namespace_selector.matches(ns_labels)
+    )
+    if not in_ns or term.selector is None:
+        return False
+    selector: LabelSelector = term.selector
+    extra = [
+        LabelSelectorRequirement(key, "In", frozenset((owner.labels[key],)))
+        for key in term.match_label_keys
+        if key in owner.labels
+    ]
+    extra += [
+        LabelSelectorRequirement(key, "NotIn", frozenset((owner.labels[key],)))
+        for key in term.mismatch_label_keys
+        if key in owner.labels
+    ]
+    if extra:
+        selector = selector.with_requirements(extra)
+    return selector.matches(candidate.labels)
