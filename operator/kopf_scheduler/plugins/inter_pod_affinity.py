@@ -1,0 +1,652 @@
+"""InterPodAffinity (the reference's ``plugins/interpodaffinity``).
+
+Filter: the incoming pod's required affinity (some pod matching *all* terms in the node's domain, or
+the first-pod-of-a-group exception), its required anti-affinity, and the symmetry rule (an existing
+pod's required anti-affinity that matches the incoming pod blocks its domain).
+Score: the incoming pod's preferred terms against existing pods, and existing pods' preferred terms
+(and required affinity terms, weighted ``hardPodAffinityWeight``) against the incoming pod.
+
+PreFilter/PreScore walk the pods once per cycle into counts per topology pair (key, value); per-node
+partial results are memoised by NodeInfo generation, and Filter/Score are lookups (``filter_vector`` /
+``score_vector`` do them for all nodes with numpy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    Handle,
+    Plugin,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins.pod_topology_spread_common import NodeMemo, lookup_array, topology_codes
+
+__all__ = ["AffinityTerm", "InterPodAffinity", "InterPodAffinityArgs"]
+
+NAME = "InterPodAffinity"
+PRE_FILTER_KEY = "PreFilter" + NAME
+PRE_SCORE_KEY = "PreScore" + NAME
+
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+_EVERYTHING = LabelSelector()
+
+Pair = tuple[str, str]
+
+
+class InterPodAffinityArgs(BaseModel):
+    """``InterPodAffinityArgs`` with the reference's defaults and validation."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    hard_pod_affinity_weight: int = Field(default=1, alias="hardPodAffinityWeight")
+    ignore_preferred_terms_of_existing_pods: bool = Field(
+        default=False, alias="ignorePreferredTermsOfExistingPods"
+    )
+
+    @field_validator("hard_pod_affinity_weight")
+    @classmethod
+    def _weight_in_range(cls, v: int) -> int:
+        if not 0 <= v <= 100:
+            raise ValueError(f"hardPodAffinityWeight: Invalid value: {v}: not in valid range [0-100]")
+        return v
+
+
+# --- terms ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A processed PodAffinityTerm (``framework.AffinityTerm``); None selectors match nothing."""
+
+    namespaces: frozenset[str]
+    selector: LabelSelector | None
+    topology_key: str
+    namespace_selector: LabelSelector | None = None
+
+    def matches(self, pod: PodSpec, ns_labels: Mapping[str, str] | None) -> bool:
+        if pod.namespace in self.namespaces or (
+            self.namespace_selector is not None and self.namespace_selector.matches(ns_labels or {})
+        ):
+            return self.selector is not None and self.selector.matches(pod.labels)
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedAffinityTerm:
+    term: AffinityTerm
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerms:
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
+
+
+_NO_TERMS = PodTerms()
+
+
+def _selector_with_label_keys(pod: PodSpec, term: PodAffinityTerm) -> LabelSelector | None:
+    """matchLabelKeys (In) / mismatchLabelKeys (NotIn) from the term owner's labels; nil stays nil."""
+    sel = term.selector
+    if sel is None or not (term.match_label_keys or term.mismatch_label_keys):
+        return sel
+    labels = pod.labels
+    extra = [
+        LabelSelectorRequirement(k, "In", frozenset({labels[k]}))
+        for k in term.match_label_keys
+        if k in labels
+    ]
+    extra += [
+        LabelSelectorRequirement(k, "NotIn", frozenset({labels[k]}))
+        for k in term.mismatch_label_keys
+        if k in labels
+    ]
+    return sel.with_requirements(extra) if extra else sel
+
+
+def new_affinity_term(pod: PodSpec, term: PodAffinityTerm) -> AffinityTerm:
+    """Empty namespaces and a nil namespaceSelector mean the owner's own namespace."""
+    if not term.namespaces and term.namespace_selector is None:
+        namespaces = frozenset({pod.namespace})
+    else:
+        namespaces = term.namespaces
+    return AffinityTerm(
+        namespaces, _selector_with_label_keys(pod, term), term.topology_key, term.namespace_selector
+    )
+
+
+def _build_terms(pod: PodSpec) -> PodTerms:
+    aff = pod.affinity
+    if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
+        return _NO_TERMS
+    pa, paa = aff.pod_affinity, aff.pod_anti_affinity
+    return PodTerms(
+        tuple(new_affinity_term(pod, t) for t in pa.required) if pa else (),
+        tuple(new_affinity_term(pod, t) for t in paa.required) if paa else (),
+        tuple(WeightedAffinityTerm(new_affinity_term(pod, w.term), w.weight) for w in pa.preferred)
+        if pa
+        else (),
+        tuple(WeightedAffinityTerm(new_affinity_term(pod, w.term), w.weight) for w in paa.preferred)
+        if paa
+        else (),
+    )
+
+
+class _TermCache:
+    """Processed terms per PodSpec object (identity-checked so a recycled id() is never trusted)."""
+
+    __slots__ = ("_data", "_limit")
+
+    def __init__(self, limit: int = 1 << 17) -> None:
+        self._data: dict[int, tuple[PodSpec, PodTerms]] = {}
+        self._limit = limit
+
+    def get(self, pod: PodSpec) -> PodTerms:
+        hit = self._data.get(id(pod))
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        terms = _build_terms(pod)
+        if len(self._data) >= self._limit:
+            self._data.clear()
+        self._data[id(pod)] = (pod, terms)
+        return terms
+
+
+def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
+    """True iff there are terms and the pod matches every one (incoming-pod terms: no ns labels)."""
+    if not terms:
+        return False
+    return all(t.matches(pod, None) for t in terms)
+
+
+# --- states -----------------------------------------------------------------------------------------
+
+
+def _add(counts: dict[Pair, int], pair: Pair, value: int) -> None:
+    n = counts.get(pair, 0) + value
+    if n == 0:
+        counts.pop(pair, None)
+    else:
+        counts[pair] = n
+
+
+@dataclass(slots=True)
+class PreFilterState:
+    existing_anti_affinity_counts: dict[Pair, int] = field(default_factory=dict)
+    affinity_counts: dict[Pair, int] = field(default_factory=dict)
+    anti_affinity_counts: dict[Pair, int] = field(default_factory=dict)
+    terms: PodTerms = _NO_TERMS  # incoming pod's, namespaceSelector merged into namespaces
+    pod: PodSpec | None = None
+    namespace_labels: dict[str, str] = field(default_factory=dict)
+
+    def clone(self) -> PreFilterState:
+        return PreFilterState(
+            dict(self.existing_anti_affinity_counts),
+            dict(self.affinity_counts),
+            dict(self.anti_affinity_counts),
+            self.terms,
+            self.pod,
+            self.namespace_labels,
+        )
+
+
+@dataclass(slots=True)
+class PreScoreState:
+    topology_score: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def clone(self) -> PreScoreState:
+        return self
+
+
+# --- plugin -----------------------------------------------------------------------------------------
+
+
+class InterPodAffinity(Plugin):
+    """Required and preferred inter-pod affinity and anti-affinity, both directions."""
+
+    name = NAME
+    Args = InterPodAffinityArgs
+
+    def __init__(self, args: InterPodAffinityArgs | None = None, handle: Handle | None = None) -> None:
+        args = args if args is not None else InterPodAffinityArgs()
+        super().__init__(args, handle)
+        self.hard_pod_affinity_weight = args.hard_pod_affinity_weight
+        self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
+        self._terms = _TermCache()
+        self._memo = NodeMemo()
+
+    def terms_of(self, pod: PodSpec) -> PodTerms:
+        return self._terms.get(pod)
+
+    # -- namespaces --
+
+    def _namespaces(self) -> Mapping[str, Any]:
+        if self.handle is None:
+            return {}
+        return self.handle.objects.get("Namespace", {})
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str]:
+        ns = self._namespaces().get(namespace)
+        meta = ns.get("metadata") if isinstance(ns, Mapping) else None
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+    def _merge_namespaces(self, term: AffinityTerm) -> AffinityTerm:
+        """Unroll a non-empty namespaceSelector into names (``mergeAffinityTermNamespacesIfNotEmpty``)."""
+        sel = term.namespace_selector
+        if sel is None or sel.is_empty():
+            return term  # nil matches nothing; empty matches every namespace without a lookup
+        names = set(term.namespaces)
+        for name in self._namespaces():
+            if sel.matches(self._namespace_labels(name)):
+                names.add(name)
+        return AffinityTerm(frozenset(names), term.selector, term.topology_key, None)
+
+    def _lists(
+        self, nodes: Sequence[NodeInfo]
+    ) -> tuple[Sequence[NodeInfo], Sequence[NodeInfo], Sequence[NodeInfo]]:
+        """(all nodes, nodes with affinity pods, nodes with required-anti-affinity pods)."""
+        if self.handle is not None:
+            lister = self.handle.snapshot
+            return (
+                lister.list(),
+                lister.have_pods_with_affinity_list(),
+                lister.have_pods_with_required_anti_affinity_list(),
+            )
+        return (
+            nodes,
+            [n for n in nodes if n.pods_with_affinity],
+            [n for n in nodes if n.pods_with_required_anti_affinity],
+        )
+
+    # -- PreFilter --
+
+    def pre_filter(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        _, _, with_anti = self._lists(nodes)
+        raw = self.terms_of(pod)
+        terms = PodTerms(
+            tuple(self._merge_namespaces(t) for t in raw.required_affinity),
+            tuple(self._merge_namespaces(t) for t in raw.required_anti_affinity),
+        )
+        s = PreFilterState(terms=terms, pod=pod, namespace_labels=self._namespace_labels(pod.namespace))
+        s.existing_anti_affinity_counts = self._existing_anti_affinity_counts(
+            pod, s.namespace_labels, with_anti
+        )
+        s.affinity_counts, s.anti_affinity_counts = self._incoming_counts(terms, nodes)
+        if (
+            not s.existing_anti_affinity_counts
+            and not terms.required_affinity
+            and not terms.required_anti_affinity
+        ):
+            return None, Status(Code.SKIP)
+        state.write(PRE_FILTER_KEY, s)
+        return None, None
+
+    def _existing_anti_affinity_counts(
+        self, pod: PodSpec, ns_labels: dict[str, str], nodes: Sequence[NodeInfo]
+    ) -> dict[Pair, int]:
+        signature = (
+            "existing-anti",
+            pod.namespace,
+            frozenset(pod.labels.items()),
+            frozenset(ns_labels.items()),
+        )
+
+        def per_node(info: NodeInfo) -> list[Pair]:
+            node = info.node
+            if node is None:
+                return []
+            out: list[Pair] = []
+            for existing in info.pods_with_required_anti_affinity:
+                for t in self.terms_of(existing).required_anti_affinity:
+                    if t.matches(pod, ns_labels):
+                        value = node.labels.get(t.topology_key)
+                        if value is not None:
+                            out.append((t.topology_key, value))
+            return out
+
+        counts: dict[Pair, int] = {}
+        for info in nodes:
+            for pair in self._memo.get(info, signature, per_node):
+                counts[pair] = counts.get(pair, 0) + 1
+        return counts
+
+    def _incoming_counts(
+        self, terms: PodTerms, nodes: Sequence[NodeInfo]
+    ) -> tuple[dict[Pair, int], dict[Pair, int]]:
+        aff_terms, anti_terms = terms.required_affinity, terms.required_anti_affinity
+        if not aff_terms and not anti_terms:
+            return {}, {}
+        signature = ("incoming", aff_terms, anti_terms)
+
+        def per_node(info: NodeInfo) -> tuple[list[Pair], list[Pair]]:
+            node = info.node
+            if node is None:
+                return [], []
+            labels = node.labels
+            aff: list[Pair] = []
+            anti: list[Pair] = []
+            for existing in info.pods:
+                if aff_terms and pod_matches_all_terms(aff_terms, existing):
+                    for t in aff_terms:
+                        value = labels.get(t.topology_key)
+                        if value is not None:
+                            aff.append((t.topology_key, value))
+                for t in anti_terms:
+                    if t.matches(existing, None):
+                        value = labels.get(t.topology_key)
+                        if value is not None:
+                            anti.append((t.topology_key, value))
+            return aff, anti
+
+        aff_counts: dict[Pair, int] = {}
+        anti_counts: dict[Pair, int] = {}
+        for info in nodes:
+            aff, anti = self._memo.get(info, signature, per_node)
+            for pair in aff:
+                aff_counts[pair] = aff_counts.get(pair, 0) + 1
+            for pair in anti:
+                anti_counts[pair] = anti_counts.get(pair, 0) + 1
+        return aff_counts, anti_counts
+
+    def add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        return self._update_with_pod(state, pod_to_add, node_info, 1)
+
+    def remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        return self._update_with_pod(state, pod_to_remove, node_info, -1)
+
+    def _update_with_pod(
+        self, state: CycleState, updated: PodSpec, node_info: NodeInfo, delta: int
+    ) -> Status | None:
+        s = state.get(PRE_FILTER_KEY)
+        if not isinstance(s, PreFilterState) or s.pod is None:
+            return None  # PreFilter skipped this pod: nothing to keep up to date
+        node = node_info.node
+        if node is None:
+            return None
+        labels = node.labels
+        for t in self.terms_of(updated).required_anti_affinity:
+            if t.matches(s.pod, s.namespace_labels) and t.topology_key in labels:
+                _add(s.existing_anti_affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
+        if pod_matches_all_terms(s.terms.required_affinity, updated):
+            for t in s.terms.required_affinity:
+                if t.topology_key in labels:
+                    _add(s.affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
+        for t in s.terms.required_anti_affinity:
+            if t.matches(updated, None) and t.topology_key in labels:
+                _add(s.anti_affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
+        return None
+
+    # -- Filter --
+
+    @staticmethod
+    def _read(state: CycleState, key: str) -> Any:
+        try:
+            return state.read(key)
+        except KeyError:
+            return None
+
+    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+        s = self._read(state, PRE_FILTER_KEY)
+        if not isinstance(s, PreFilterState):
+            return Status.as_error(
+                RuntimeError(f'error reading "{PRE_FILTER_KEY}" from cycleState: not found')
+            )
+        node = node_info.node
+        if node is None:
+            return Status.as_error(RuntimeError("node not found"))
+        labels = node.labels
+        if not self._satisfies_affinity(s, labels):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_AFFINITY_RULES_NOT_MATCH)
+        if s.anti_affinity_counts:
+            for t in s.terms.required_anti_affinity:
+                value = labels.get(t.topology_key)
+                if value is not None and s.anti_affinity_counts.get((t.topology_key, value), 0) > 0:
+                    return Status(Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH)
+        if s.existing_anti_affinity_counts:
+            for pair, count in s.existing_anti_affinity_counts.items():
+                if count > 0 and labels.get(pair[0]) == pair[1]:
+                    return Status(Code.UNSCHEDULABLE, ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH)
+        return None
+
+    @staticmethod
+    def _first_of_group(s: PreFilterState) -> bool:
+        """No pod anywhere matches the affinity terms, but the pod matches its own terms."""
+        return (
+            not s.affinity_counts
+            and s.pod is not None
+            and pod_matches_all_terms(s.terms.required_affinity, s.pod)
+        )
+
+    def _satisfies_affinity(self, s: PreFilterState, labels: Mapping[str, str]) -> bool:
+        pods_exist = True
+        for t in s.terms.required_affinity:
+            value = labels.get(t.topology_key)
+            if value is None:
+                return False  # every topology key must be on the node
+            if s.affinity_counts.get((t.topology_key, value), 0) <= 0:
+                pods_exist = False
+        return pods_exist or self._first_of_group(s)
+
+    def filter_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+    ) -> np.ndarray | None:
+        s = self._read(state, PRE_FILTER_KEY)
+        if not isinstance(s, PreFilterState):
+            return None
+        n = len(idx)
+        if s.terms.required_affinity:
+            has_all = np.ones(n, dtype=bool)
+            exist = np.ones(n, dtype=bool)
+            for t in s.terms.required_affinity:
+                codes, values = topology_codes(snapshot, t.topology_key)
+                rows = codes[idx]
+                table = {v: c for (k, v), c in s.affinity_counts.items() if k == t.topology_key}
+                has_all &= rows >= 0
+                exist &= lookup_array(values, table)[rows + 1] > 0
+            ok = has_all & (exist | self._first_of_group(s))
+        else:
+            ok = np.ones(n, dtype=bool)
+        if s.anti_affinity_counts:
+            for t in s.terms.required_anti_affinity:
+                codes, values = topology_codes(snapshot, t.topology_key)
+                table = {v: c for (k, v), c in s.anti_affinity_counts.items() if k == t.topology_key}
+                ok &= ~(lookup_array(values, table)[codes[idx] + 1] > 0)
+        if s.existing_anti_affinity_counts:
+            by_key: dict[str, dict[str, int]] = {}
+            for (k, v), c in s.existing_anti_affinity_counts.items():
+                if c > 0:
+                    by_key.setdefault(k, {})[v] = 1
+            for k, table in by_key.items():
+                codes, values = topology_codes(snapshot, k)
+                ok &= lookup_array(values, table)[codes[idx] + 1] == 0
+        return ok
+
+    # -- Score --
+
+    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+        aff = pod.affinity
+        has_constraints = bool(
+            aff
+            and (
+                (aff.pod_affinity is not None and aff.pod_affinity.preferred)
+                or (aff.pod_anti_affinity is not None and aff.pod_anti_affinity.preferred)
+            )
+        )
+        if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return Status(Code.SKIP)
+        all_nodes, with_affinity, _ = self._lists(nodes)
+        to_visit = all_nodes if has_constraints else with_affinity
+        raw = self.terms_of(pod)
+        pref_aff = tuple(
+            WeightedAffinityTerm(self._merge_namespaces(w.term), w.weight) for w in raw.preferred_affinity
+        )
+        pref_anti = tuple(
+            WeightedAffinityTerm(self._merge_namespaces(w.term), w.weight)
+            for w in raw.preferred_anti_affinity
+        )
+        ns_labels = self._namespace_labels(pod.namespace)
+        hard_weight = self.hard_pod_affinity_weight
+        signature = (
+            "score",
+            pref_aff,
+            pref_anti,
+            has_constraints,
+            pod.namespace,
+            frozenset(pod.labels.items()),
+            frozenset(ns_labels.items()),
+            hard_weight,
+        )
+
+        def per_node(info: NodeInfo) -> dict[Pair, int]:
+            node = info.node
+            out: dict[Pair, int] = {}
+            if node is None or not node.labels:
+                return out
+            labels = node.labels
+
+            def process(
+                term: AffinityTerm, weight: int, target: PodSpec, nsl: Mapping[str, str] | None
+            ) -> None:
+                if term.matches(target, nsl):
+                    value = labels.get(term.topology_key)
+                    if value is not None:
+                        pair = (term.topology_key, value)
+                        out[pair] = out.get(pair, 0) + weight
+
+            for existing in info.pods if has_constraints else info.pods_with_affinity:
+                for w in pref_aff:
+                    process(w.term, w.weight, existing, None)
+                for w in pref_anti:
+                    process(w.term, -w.weight, existing, None)
+                existing_terms = self.terms_of(existing)
+                if hard_weight > 0:
+                    for t in existing_terms.required_affinity:
+                        process(t, hard_weight, pod, ns_labels)
+                for w in existing_terms.preferred_affinity:
+                    process(w.term, w.weight, pod, ns_labels)
+                for w in existing_terms.preferred_anti_affinity:
+                    process(w.term, -w.weight, pod, ns_labels)
+            return out
+
+        topology_score: dict[str, dict[str, int]] = {}
+        for info in to_visit:
+            for (key, value), weight in self._memo.get(info, signature, per_node).items():
+                per_key = topology_score.setdefault(key, {})
+                per_key[value] = per_key.get(value, 0) + weight
+        if not topology_score:
+            return Status(Code.SKIP)
+        state.write(PRE_SCORE_KEY, PreScoreState(topology_score))
+        return None
+
+    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+        s = self._read(state, PRE_SCORE_KEY)
+        if not isinstance(s, PreScoreState):
+            return 0, Status.as_error(RuntimeError(f'failed to read "{PRE_SCORE_KEY}" from cycleState'))
+        node = node_info.node
+        if node is None:
+            return 0, Status.as_error(RuntimeError("node not found"))
+        total = 0
+        for key, values in s.topology_score.items():
+            value = node.labels.get(key)
+            if value is not None:
+                total += values.get(value, 0)
+        return total, None
+
+    def score_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+    ) -> np.ndarray | None:
+        s = self._read(state, PRE_SCORE_KEY)
+        if not isinstance(s, PreScoreState):
+            return None
+        total = np.zeros(len(idx), dtype=np.int64)
+        for key, table in s.topology_score.items():
+            codes, values = topology_codes(snapshot, key)
+            total += lookup_array(values, table)[codes[idx] + 1]
+        return total
+
+    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None:
+        s = self._read(state, PRE_SCORE_KEY)
+        if not isinstance(s, PreScoreState):
+            return Status.as_error(RuntimeError(f'failed to read "{PRE_SCORE_KEY}" from cycleState'))
+        if not s.topology_score or len(scores) == 0:
+            return None
+        lo, hi = int(scores.min()), int(scores.max())
+        diff = hi - lo
+        if diff > 0:
+            scores[:] = (float(MAX_NODE_SCORE) * ((scores - lo).astype(np.float64) / float(diff))).astype(
+                np.int64
+            )
+        else:
+            scores[:] = 0
+        return None
+
+    # -- events --
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        pod_actions = ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
+        node_actions = ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, pod_actions), self.is_schedulable_after_pod_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, node_actions), self.is_schedulable_after_node_change
+            ),
+        ]
+
+    def is_schedulable_after_pod_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
+            return QueueingHint.QUEUE_SKIP
+        terms = self.terms_of(pod)
+        aff, anti = terms.required_affinity, terms.required_anti_affinity
+        if new is not None and old is not None:
+            if not pod_matches_all_terms(aff, old) and pod_matches_all_terms(aff, new):
+                return QueueingHint.QUEUE
+            if pod_matches_all_terms(anti, old) and not pod_matches_all_terms(anti, new):
+                return QueueingHint.QUEUE
+            return QueueingHint.QUEUE_SKIP
+        if new is not None:
+            return QueueingHint.QUEUE if pod_matches_all_terms(aff, new) else QueueingHint.QUEUE_SKIP
+        if old is None or not pod_matches_all_terms(anti, old):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+
+    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if new is None:
+            return QueueingHint.QUEUE_SKIP
+        terms = self.terms_of(pod)
+        for t in (*terms.required_affinity, *terms.required_anti_affinity):
+            if t.topology_key in new.labels:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP

@@ -1,0 +1,298 @@
+"""Helpers shared by PodTopologySpread and InterPodAffinity (the reference's ``common.go`` + helpers).
+
+Two speed devices live here, both exact:
+
+* :func:`topology_codes` maps every snapshot row to an integer code of its value for one
+  topology key (``-1`` when the node lacks the key), so per-node topology checks become numpy
+  lookups. Codes are cached per snapshot and revalidated by node object identity.
+* :class:`NodeMemo` memoises per-node results keyed by ``NodeInfo.generation``, which changes on
+  every mutation of the node or its pods, so a result computed for an unchanged node in an earlier
+  cycle is reused instead of walking its pods again.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_label_selector
+from kopf_scheduler.api.types import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    LabelSelector,
+    LabelSelectorRequirement,
+    TopologySpreadConstraint,
+)
+from kopf_scheduler.framework.types import NodeInfo
+
+__all__ = [
+    "HOSTNAME_LABEL",
+    "ZONE_LABEL",
+    "NodeMemo",
+    "SpreadConstraint",
+    "count_pods_match_selector",
+    "default_selector",
+    "filter_constraints",
+    "go_round",
+    "node_labels_match_constraints",
+    "required_node_affinity_matches",
+    "topology_codes",
+    "untolerated_do_not_schedule_taint",
+]
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+T = TypeVar("T")
+
+
+# --- topology codes per snapshot ------------------------------------------------------------------
+
+
+class _Columns:
+    __slots__ = ("codes", "nodes")
+
+    def __init__(self, nodes: list[NodeSpec | None]) -> None:
+        self.nodes = nodes
+        self.codes: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
+
+
+_COLUMNS: weakref.WeakKeyDictionary[Any, _Columns] = weakref.WeakKeyDictionary()
+
+
+def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]:
+    """Per snapshot row, the code of the node's value for ``key`` (-1: no such label), and value->code."""
+    infos: Sequence[NodeInfo] = snapshot.node_infos
+    cols = _COLUMNS.get(snapshot)
+    if (
+        cols is None
+        or len(cols.nodes) != len(infos)
+        or not all(a is b.node for a, b in zip(cols.nodes, infos, strict=True))
+    ):
+        cols = _Columns([info.node for info in infos])
+        _COLUMNS[snapshot] = cols
+    hit = cols.codes.get(key)
+    if hit is not None:
+        return hit
+    values: dict[str, int] = {}
+    codes = np.full(len(infos), -1, dtype=np.int32)
+    for i, node in enumerate(cols.nodes):
+        if node is None:
+            continue
+        value = node.labels.get(key)
+        if value is not None:
+            code = values.get(value)
+            if code is None:
+                code = values[value] = len(values)
+            codes[i] = code
+    cols.codes[key] = (codes, values)
+    return codes, values
+
+
+def lookup_array(values: Mapping[str, int], table: Mapping[str, int], default: int = 0) -> np.ndarray:
+    """An int64 array indexed by ``code + 1`` (slot 0 is "no label") of ``table[value]``."""
+    out = np.full(len(values) + 1, default, dtype=np.int64)
+    for value, code in values.items():
+        got = table.get(value)
+        if got is not None:
+            out[code + 1] = got
+    return out
+
+
+# --- per-node memo ----------------------------------------------------------------------------------
+
+
+class NodeMemo:
+    """Per-node results keyed by (node name, generation, signature); generation 0 is never cached."""
+
+    __slots__ = ("_data", "_limit")
+
+    def __init__(self, limit: int = 1 << 18) -> None:
+        self._data: dict[tuple[str, int, Hashable], Any] = {}
+        self._limit = limit
+
+    def get(self, info: NodeInfo, signature: Hashable, compute: Callable[[NodeInfo], T]) -> T:
+        gen = info.generation
+        if gen <= 0:
+            return compute(info)
+        key = (info.name, gen, signature)
+        try:
+            return self._data[key]
+        except KeyError:
+            pass
+        value = compute(info)
+        if len(self._data) >= self._limit:
+            self._data.clear()
+        self._data[key] = value
+        return value
+
+
+# --- node inclusion ---------------------------------------------------------------------------------
+
+
+def required_node_affinity_matches(pod: PodSpec, node: NodeSpec) -> bool:
+    """``nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)``: nodeSelector and required terms."""
+    labels = node.labels
+    for key, value in pod.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    na = pod.affinity.node_affinity if pod.affinity else None
+    if na is not None and na.required is not None:
+        return na.required.matches(node.name, labels)
+    return True
+
+
+def untolerated_do_not_schedule_taint(pod: PodSpec, node: NodeSpec) -> bool:
+    """Whether the node has a NoSchedule/NoExecute taint none of the pod's tolerations tolerate."""
+    for taint in node.taints:
+        if taint.effect not in (NO_SCHEDULE, NO_EXECUTE):
+            continue
+        if not any(t.tolerates(taint) for t in pod.tolerations):
+            return True
+    return False
+
+
+# --- constraints ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A constraint with its selector resolved; ``selector`` None matches nothing (nil selector)."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return self.selector is not None and self.selector.matches(labels)
+
+    def includes_node(self, pod: PodSpec, node: NodeSpec, affinity_ok: bool | None = None) -> bool:
+        """``matchNodeInclusionPolicies``; ``affinity_ok`` may carry a precomputed affinity match."""
+        if self.node_affinity_policy == "Honor":
+            ok = required_node_affinity_matches(pod, node) if affinity_ok is None else affinity_ok
+            if not ok:
+                return False
+        return not (self.node_taints_policy == "Honor" and untolerated_do_not_schedule_taint(pod, node))
+
+
+def _merge_match_label_keys(
+    selector: LabelSelector | None, keys: Iterable[str], labels: Mapping[str, str]
+) -> LabelSelector | None:
+    """``mergeLabelSetWithSelector``: a nil selector stays nil; otherwise add ``key In (value)``."""
+    extra = [LabelSelectorRequirement(k, "In", frozenset({labels[k]})) for k in keys if k in labels]
+    if not extra or selector is None:
+        return selector
+    return selector.with_requirements(extra)
+
+
+def filter_constraints(
+    constraints: Iterable[TopologySpreadConstraint], pod_labels: Mapping[str, str], action: str
+) -> list[SpreadConstraint]:
+    """The constraints of one ``whenUnsatisfiable`` action, with matchLabelKeys merged in."""
+    out: list[SpreadConstraint] = []
+    for c in constraints:
+        if c.when_unsatisfiable != action:
+            continue
+        selector = c.selector
+        if c.match_label_keys:
+            selector = _merge_match_label_keys(selector, c.match_label_keys, pod_labels)
+        out.append(
+            SpreadConstraint(
+                max_skew=c.max_skew,
+                topology_key=c.topology_key,
+                selector=selector,
+                min_domains=c.min_domains if c.min_domains is not None else 1,
+                node_affinity_policy=c.node_affinity_policy or "Honor",
+                node_taints_policy=c.node_taints_policy or "Ignore",
+            )
+        )
+    return out
+
+
+def node_labels_match_constraints(labels: Mapping[str, str], constraints: Sequence[SpreadConstraint]) -> bool:
+    return all(c.topology_key in labels for c in constraints)
+
+
+def count_pods_match_selector(pods: Iterable[PodSpec], selector: LabelSelector | None, namespace: str) -> int:
+    """Matching pods in ``namespace``, skipping terminating ones; an empty selector counts none."""
+    if selector is None or selector.is_empty():
+        return 0
+    count = 0
+    for p in pods:
+        if p.deletion_timestamp or p.namespace != namespace:
+            continue
+        if selector.matches(p.labels):
+            count += 1
+    return count
+
+
+# --- default selector (helper.DefaultSelector) ------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _controller_of(pod: PodSpec) -> Mapping[str, Any] | None:
+    for ref in pod.owner_references:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def default_selector(pod: PodSpec, objects: Mapping[str, Mapping[str, Any]]) -> LabelSelector:
+    """Selector from the Services selecting the pod and its controlling RC/ReplicaSet/StatefulSet."""
+    label_set: dict[str, str] = {}
+    for key, svc in objects.get("Service", {}).items():
+        ns = _meta(svc).get("namespace") or key.partition("/")[0]
+        if ns != pod.namespace:
+            continue
+        sel = _spec(svc).get("selector")
+        if not isinstance(sel, Mapping):  # a nil selector selects nothing
+            continue
+        if all(pod.labels.get(str(k)) == str(v) for k, v in sel.items()):
+            label_set.update({str(k): str(v) for k, v in sel.items()})
+    selector = LabelSelector(tuple(sorted(label_set.items())))
+    owner = _controller_of(pod)
+    if owner is None:
+        return selector
+    api_version, kind, name = str(owner.get("apiVersion", "")), owner.get("kind"), owner.get("name")
+    obj_key = f"{pod.namespace}/{name}"
+    if api_version == "v1" and kind == "ReplicationController":
+        rc = objects.get("ReplicationController", {}).get(obj_key)
+        if rc is not None:
+            sel = _spec(rc).get("selector")
+            if isinstance(sel, Mapping):
+                label_set.update({str(k): str(v) for k, v in sel.items()})
+            selector = LabelSelector(tuple(sorted(label_set.items())))
+    elif api_version == "apps/v1" and kind in ("ReplicaSet", "StatefulSet"):
+        owner_obj = objects.get(kind, {}).get(obj_key)
+        if owner_obj is not None:
+            try:
+                other = parse_label_selector(_spec(owner_obj).get("selector"), "spec.selector")
+            except ValueError:
+                other = None
+            if other is not None:
+                reqs = [LabelSelectorRequirement(k, "In", frozenset({v})) for k, v in other.match_labels]
+                selector = selector.with_requirements([*reqs, *other.match_expressions])
+    return selector
+
+
+def go_round(x: float) -> int:
+    """Go's ``math.Round`` (half away from zero) for the non-negative scores used here."""
+    floor = math.floor(x)
+    return int(floor + 1) if x - floor >= 0.5 else int(floor)
