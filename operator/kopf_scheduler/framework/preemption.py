@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kopf_scheduler.api.objects import parse_label_selector
 from kopf_scheduler.api.types import LabelSelector, ObjectError
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResult, Status
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [
-    "NO_NODES_AVAILABLE_MSG",
     "PREEMPTION_NOT_HELPFUL_MSG",
     "Candidate",
     "Evaluator",
@@ -36,14 +36,12 @@ __all__ = [
     "PreemptionHandle",
     "PreemptionPolicy",
     "earliest_start_time_of_highest_priority",
-    "fit_error_message",
     "lower_priority_nominated_pods",
     "parse_pdbs",
     "pick_one_node_for_preemption",
     "pod_start_time",
 ]
 
-NO_NODES_AVAILABLE_MSG = "0/{n} nodes are available"
 PREEMPTION_NOT_HELPFUL_MSG = "Preemption is not helpful for scheduling"
 _MAX_INT32 = 2**31 - 1
 
@@ -169,23 +167,6 @@ def _code(status: Status | None) -> Code:
     return Code.SUCCESS if status is None else status.code
 
 
-def fit_error_message(num_all_nodes: int, statuses: Mapping[str, Status], absent: Status) -> str:
-    """``FitError.Error()`` of a diagnosis holding only node statuses: ``0/N nodes are available: ...``."""
-    reasons: dict[str, int] = {}
-    for status in statuses.values():
-        for reason in status.reasons:
-            reasons[reason] = reasons.get(reason, 0) + 1
-    missing = num_all_nodes - len(statuses)
-    if missing > 0:
-        for reason in absent.reasons:
-            reasons[reason] = reasons.get(reason, 0) + missing
-    msg = NO_NODES_AVAILABLE_MSG.format(n=num_all_nodes) + ":"
-    histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    if histogram:
-        msg += f" {', '.join(histogram)}."
-    return msg
-
-
 def _aggregate(errors: Sequence[str]) -> str:
     """``utilerrors.NewAggregate(errs).Error()``."""
     if len(errors) == 1:
@@ -284,8 +265,13 @@ class Evaluator:
         if errors and not candidates:
             return None, Status(Code.ERROR, _aggregate(errors))
         if not candidates:
-            not_helpful = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, PREEMPTION_NOT_HELPFUL_MSG)
-            message = fit_error_message(len(all_nodes), statuses, not_helpful)
+            diagnosis = Diagnosis()
+            for name, status in statuses.items():
+                diagnosis.node_to_status.set(name, status)
+            diagnosis.node_to_status.set_absent_nodes_status(
+                Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, PREEMPTION_NOT_HELPFUL_MSG)
+            )
+            message = str(FitError(pod, len(all_nodes), diagnosis))
             return PostFilterResult(nominated_node_name=""), Status(Code.UNSCHEDULABLE, message)
 
         best = self.select_candidate(candidates)
