@@ -1,0 +1,607 @@
+"""The scheduling loop: one pod at a time through the scheduling cycle, bindings in the background.
+
+Mirrors the reference's ``schedule_one.go``. The scheduling cycle is synchronous and pure (snapshot,
+PreFilter/Filter over a sampled, rotating window of nodes, scoring, host selection, assume, Reserve,
+Permit); the binding cycle (WaitOnPermit, PreBind, Bind, PostBind) runs as an asyncio task bounded
+by a semaphore so the next pod is scheduled while the apiserver answers. All writes go through the
+``ClusterClient``; the cluster edge supplies the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec, default_profile
+from kopf_scheduler.framework.client import ClusterClient, Conflict, NotFound
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
+from kopf_scheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    EventResource,
+    PostFilterResult,
+    Status,
+)
+from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.framework.runtime import Framework, FrameworkError, is_success
+
+__all__ = [
+    "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
+    "MIN_FEASIBLE_NODES_TO_FIND",
+    "MetricsRecorder",
+    "NoopMetrics",
+    "ProfileSet",
+    "ScheduleResult",
+    "Scheduler",
+    "num_feasible_nodes_to_find",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULER_ERROR = "SchedulerError"
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int, global_percentage: int = 0) -> int:
+    """How many feasible nodes are enough (the reference's adaptive percentageOfNodesToScore)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage if percentage is not None else global_percentage
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num = num_all_nodes * pct // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+# --- metrics seam -------------------------------------------------------------------------------
+
+
+class MetricsRecorder(Protocol):
+    """What the scheduler reports; the operator plugs Prometheus in behind this."""
+
+    def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
+        """result: scheduled | unschedulable | error (the reference's schedule_attempts_total)."""
+
+    def pod_scheduled(self, profile: str, seconds: float, attempts: int) -> None: ...
+
+    def binding(self, ok: bool, seconds: float) -> None: ...
+
+    def preemption(self, victims: int) -> None: ...
+
+
+class NoopMetrics:
+    def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
+        pass
+
+    def pod_scheduled(self, profile: str, seconds: float, attempts: int) -> None:
+        pass
+
+    def binding(self, ok: bool, seconds: float) -> None:
+        pass
+
+    def preemption(self, victims: int) -> None:
+        pass
+
+
+# --- profiles -----------------------------------------------------------------------------------
+
+
+class ProfileSet:
+    """Frameworks by schedulerName; a profile can be swapped or removed between cycles.
+
+    Without any SchedulerProfile the default profile for ``kopf-scheduler`` exists; removing a
+    custom ``kopf-scheduler`` profile restores that default.
+    """
+
+    def __init__(
+        self,
+        specs: Iterable[SchedulerProfileSpec] = (),
+        registry: Registry | None = None,
+        *,
+        with_default: bool = True,
+    ) -> None:
+        self.registry = registry
+        self.with_default = with_default
+        self.frameworks: dict[str, Framework] = {}
+        self._handle: dict[str, Any] = {}
+        self._queue: Any = None
+        specs = list(specs)
+        if with_default and not any(s.scheduler_name == DEFAULT_SCHEDULER_NAME for s in specs):
+            specs.insert(0, default_profile(DEFAULT_SCHEDULER_NAME, registry))
+        for spec in specs:
+            self.set(spec)
+
+    def attach(self, queue: Any = None, **handle: Any) -> None:
+        """Give every framework (present and future) the scheduler's snapshot, client, nominator..."""
+        self._handle.update(handle)
+        for fw in self.frameworks.values():
+            for key, value in handle.items():
+                setattr(fw, key, value)
+        if queue is not None:
+            self._queue = queue
+        self._configure_queue()
+
+    def set(self, spec: SchedulerProfileSpec) -> Framework:
+        fw = Framework(spec, self.registry, **self._handle)
+        self.frameworks[spec.scheduler_name] = fw
+        self._configure_queue()
+        return fw
+
+    def remove(self, name: str) -> None:
+        self.frameworks.pop(name, None)
+        if name == DEFAULT_SCHEDULER_NAME and self.with_default:
+            self.set(default_profile(DEFAULT_SCHEDULER_NAME, self.registry))
+        else:
+            self._configure_queue()
+
+    def get(self, name: str) -> Framework | None:
+        return self.frameworks.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.frameworks
+
+    def names(self) -> list[str]:
+        return list(self.frameworks)
+
+    def _configure_queue(self) -> None:
+        queue = self._queue
+        if queue is None or not self.frameworks:
+            return
+        frameworks = self.frameworks
+        hints = {name: fw.queueing_hints() for name, fw in frameworks.items()}
+
+        def pre_enqueue(pod: PodSpec) -> list[Any]:
+            fw = frameworks.get(pod.scheduler_name)
+            return fw.pre_enqueue_plugins if fw is not None else []
+
+        def hints_for(pod: PodSpec) -> Mapping[str, Any]:
+            return hints.get(pod.scheduler_name, {})
+
+        queue.set_pre_enqueue(pre_enqueue)
+        queue.set_hints(hints_for)
+        first = next(iter(frameworks.values()))
+        if first.queue_sort_plugins:
+            queue.set_less(first.queue_sort_less())
+
+
+# --- the scheduler ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    suggested_host: str
+    evaluated_nodes: int
+    feasible_nodes: int
+
+
+@dataclass(slots=True)
+class _Failure:
+    status: Status
+    error: BaseException | None = None
+    nominating: str | None = None  # None: leave the nomination; "": clear; name: nominate
+    post_filter: PostFilterResult | None = None
+
+
+class Scheduler:
+    """The reference's ``Scheduler`` minus informers: queue in, ClusterClient writes out."""
+
+    def __init__(
+        self,
+        cache: Any,
+        queue: Any,
+        client: ClusterClient,
+        profiles: ProfileSet,
+        *,
+        parallel_binds: int = 16,
+        rng: random.Random | None = None,
+        metrics: MetricsRecorder | None = None,
+        objects: Mapping[str, Mapping[str, Any]] | None = None,
+        nominator: Any = None,
+        percentage_of_nodes_to_score: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.client = client
+        self.profiles = profiles
+        self.rng = rng if rng is not None else random.Random()
+        self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.clock = clock
+        self.snapshot = Snapshot()
+        self.nominator = nominator if nominator is not None else getattr(queue, "nominator", None)
+        if objects is None:
+            objects = getattr(cache, "objects", None)
+        self.objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
+        self.next_start_node_index = 0
+        self._bind_sem = asyncio.Semaphore(parallel_binds)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stop = asyncio.Event()
+        profiles.attach(
+            queue=queue, snapshot=self.snapshot, objects=self.objects, client=client, nominator=self.nominator
+        )
+
+    # -- loop --
+
+    async def run(self) -> None:
+        """Schedule pods until ``stop()``."""
+        self._stop.clear()
+        stop_wait = asyncio.ensure_future(self._stop.wait())
+        try:
+            while not self._stop.is_set():
+                pop = asyncio.ensure_future(self.queue.pop())
+                done, _ = await asyncio.wait({pop, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if pop not in done:
+                    pop.cancel()
+                    break
+                qpi = pop.result()
+                if qpi is None:  # queue closed
+                    break
+                await self.schedule_one(qpi)
+                await asyncio.sleep(0)  # let binding tasks and watch handlers run
+        finally:
+            stop_wait.cancel()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait_for_bindings(self) -> None:
+        """Drain binding cycles and the background writes they started."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed", what, exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    # -- one pod --
+
+    async def schedule_one(self, qpi: Any = None) -> bool:
+        """One scheduling cycle (popping a pod when none is given); False when there was none."""
+        if qpi is None:
+            qpi = self.queue.pop_nowait()
+            if qpi is None:
+                return False
+        pod: PodSpec = qpi.pod
+        fw = self.profiles.get(pod.scheduler_name)
+        if fw is None:
+            log.error("no profile for scheduler name %r (pod %s)", pod.scheduler_name, pod.key)
+            self.queue.done(pod.uid)
+            return True
+        if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
+            self.queue.done(pod.uid)
+            return True
+        start = self.clock()
+        state = CycleState()
+        outcome = self._scheduling_cycle(state, fw, qpi, start)
+        if isinstance(outcome, _Failure):
+            self._handle_failure(fw, qpi, outcome, start)
+        else:
+            result, assumed = outcome
+            self._spawn(self._binding_cycle(state, fw, qpi, result, assumed, start), f"binding {pod.key}")
+        return True
+
+    def _scheduling_cycle(
+        self, state: CycleState, fw: Framework, qpi: Any, start: float
+    ) -> tuple[ScheduleResult, PodSpec] | _Failure:
+        pod: PodSpec = qpi.pod
+        try:
+            result = self.schedule_pod(fw, state, pod)
+        except NoNodesAvailable as exc:
+            return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc, nominating="")
+        except FrameworkError as exc:
+            log.error("error selecting node for pod %s: %s", pod.key, exc)
+            return _Failure(exc.status, exc, nominating="")
+        except FitError as fit:
+            if not fw.has_post_filter_plugins():
+                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating="")
+            pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
+            fit.diagnosis.post_filter_msg = pf_status.message
+            if pf_status.code == Code.ERROR:
+                log.error("PostFilter failed for pod %s: %s", pod.key, pf_status.message)
+            nominating = pf_result.nominated_node_name if pf_result is not None else None
+            if pf_result is not None and not pf_result.nominated_node_name and not pf_result.victims:
+                nominating = None
+            return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
+
+        host = result.suggested_host
+        assumed = dataclasses.replace(pod, node_name=host)
+        try:
+            ret = self.cache.assume_pod(assumed)
+            if isinstance(ret, PodSpec):
+                assumed = ret
+        except Exception as exc:
+            return _Failure(Status.as_error(exc), exc, nominating="")
+        if self.nominator is not None:
+            self.nominator.delete_nominated_pod_if_exists(assumed)
+
+        status = fw.run_reserve_plugins_reserve(state, assumed, host)
+        if not is_success(status):
+            assert status is not None
+            return self._undo_assume(fw, state, pod, assumed, host, status)
+        status = fw.run_permit_plugins(state, assumed, host)
+        if status is not None and not status.is_wait() and not status.is_success():
+            return self._undo_assume(fw, state, pod, assumed, host, status)
+        return result, assumed
+
+    def _undo_assume(
+        self, fw: Framework, state: CycleState, pod: PodSpec, assumed: PodSpec, host: str, status: Status
+    ) -> _Failure:
+        fw.run_reserve_plugins_unreserve(state, assumed, host)
+        self._forget(assumed)
+        if status.is_rejected():
+            diag = Diagnosis()
+            diag.node_to_status.set(host, status)
+            diag.add_plugin_status(status)
+            fit = FitError(pod, 1, diag)
+            return _Failure(Status(status.code, str(fit)), fit, nominating="")
+        return _Failure(status, None, nominating="")
+
+    def _forget(self, assumed: PodSpec) -> None:
+        try:
+            self.cache.forget_pod(assumed)
+        except Exception:
+            log.exception("forgetting assumed pod %s failed", assumed.key)
+
+    # -- the algorithm --
+
+    def schedule_pod(self, fw: Framework, state: CycleState, pod: PodSpec) -> ScheduleResult:
+        """Pick a node or raise FitError / NoNodesAvailable / FrameworkError (``schedulePod``)."""
+        self.cache.update_snapshot(self.snapshot)
+        num_nodes = len(self.snapshot)
+        if num_nodes == 0:
+            raise NoNodesAvailable()
+        feasible, diagnosis, evaluated = self.find_nodes_that_fit_pod(fw, state, pod)
+        if not len(feasible):
+            raise FitError(pod, num_nodes, diagnosis)
+        infos = self.snapshot.node_infos
+        if len(feasible) == 1:
+            return ScheduleResult(infos[int(feasible[0])].name, evaluated, 1)
+        totals = self.prioritize_nodes(fw, state, pod, feasible)
+        host = infos[int(feasible[self.select_host(totals)])].name
+        return ScheduleResult(host, evaluated, len(feasible))
+
+    def find_nodes_that_fit_pod(
+        self, fw: Framework, state: CycleState, pod: PodSpec
+    ) -> tuple[np.ndarray, Diagnosis, int]:
+        """Feasible snapshot rows, the diagnosis of the rejected ones, and how many were evaluated."""
+        snapshot = self.snapshot
+        diagnosis = Diagnosis()
+        empty = np.zeros(0, dtype=np.int64)
+        pre_res, status, plugins_with_nodes = fw.run_pre_filter_plugins(state, pod)
+        diagnosis.unschedulable_plugins = set(plugins_with_nodes)
+        if not is_success(status):
+            assert status is not None
+            if not status.is_rejected():
+                raise FrameworkError(status)
+            diagnosis.node_to_status.set_absent_nodes_status(status)
+            diagnosis.pre_filter_msg = status.message
+            diagnosis.add_plugin_status(status)
+            return empty, diagnosis, 0
+
+        if pod.nominated_node_name:
+            info = snapshot.get(pod.nominated_node_name)
+            if info is not None:
+                nstatus = fw.run_filter_plugins_with_nominated_pods(state, pod, info)
+                if is_success(nstatus):
+                    return np.array([snapshot.index[info.name]], dtype=np.int64), diagnosis, 1
+                assert nstatus is not None
+                if nstatus.code == Code.ERROR:
+                    log.error("evaluating nominated node %s for %s: %s", info.name, pod.key, nstatus.message)
+                else:
+                    diagnosis.node_to_status.set(info.name, nstatus)
+                    diagnosis.add_plugin_status(nstatus)
+
+        num_all = len(snapshot)
+        if pre_res is not None and pre_res.node_names is not None:
+            rows = np.array(
+                sorted(snapshot.index[n] for n in pre_res.node_names if n in snapshot.index), dtype=np.int64
+            )
+            diagnosis.node_to_status.set_absent_nodes_status(
+                Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins_with_nodes))}]",
+                )
+            )
+        else:
+            rows = np.arange(num_all, dtype=np.int64)
+        n = len(rows)
+        if n == 0:
+            return empty, diagnosis, 0
+        num_to_find = num_feasible_nodes_to_find(
+            fw.percentage_of_nodes_to_score, n, self.percentage_of_nodes_to_score
+        )
+        if not fw.has_score_plugins():
+            num_to_find = 1
+        start = self.next_start_node_index % n
+        if start:
+            rows = np.concatenate((rows[start:], rows[:start]))
+        feasible, processed = fw.find_feasible_rows(state, pod, rows, num_to_find, diagnosis)
+        self.next_start_node_index = (self.next_start_node_index + processed) % num_all
+        return feasible, diagnosis, processed
+
+    def prioritize_nodes(
+        self, fw: Framework, state: CycleState, pod: PodSpec, rows: np.ndarray
+    ) -> np.ndarray:
+        """Weighted total score per feasible row (all ones when the profile has no Score plugins)."""
+        if not fw.has_score_plugins():
+            return np.ones(len(rows), dtype=np.int64)
+        infos = self.snapshot.node_infos
+        nodes = [infos[r] for r in rows.tolist()]
+        status = fw.run_pre_score_plugins(state, pod, nodes)
+        if not is_success(status):
+            assert status is not None
+            raise FrameworkError(status)
+        totals, _ = fw.run_score_plugins(state, pod, rows, nodes)
+        return totals
+
+    def select_host(self, totals: np.ndarray) -> int:
+        """Index of a highest-scoring node; ties broken uniformly at random (as reservoir sampling)."""
+        best = totals.max()
+        ties = np.flatnonzero(totals == best)
+        if len(ties) == 1:
+            return int(ties[0])
+        return int(ties[self.rng.randrange(len(ties))])
+
+    # -- failures --
+
+    def _handle_failure(self, fw: Framework, qpi: Any, failure: _Failure, start: float) -> None:
+        """Requeue and report (``handleSchedulingFailure``); the API writes go to the background."""
+        pod: PodSpec = qpi.pod
+        status = failure.status
+        reason = UNSCHEDULABLE if status.is_rejected() else SCHEDULER_ERROR
+        err = failure.error
+        if isinstance(err, FitError):
+            len(err.diagnosis.node_to_status)  # materialize deferred statuses (plugin bookkeeping)
+            qpi.unschedulable_plugins = set(err.diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(err.diagnosis.pending_plugins)
+            message = str(err)
+        else:
+            message = status.message
+        self.metrics.schedule_attempt(
+            "unschedulable" if reason == UNSCHEDULABLE else "error", fw.profile_name, self.clock() - start
+        )
+        self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+
+        nominating = failure.nominating
+        if self.nominator is not None and nominating is not None:
+            if nominating:
+                self.nominator.add_nominated_pod(pod, nominating)
+            else:
+                self.nominator.delete_nominated_pod_if_exists(pod)
+        self._spawn(self._report_failure(pod, reason, message, nominating), f"reporting failure of {pod.key}")
+        pf = failure.post_filter
+        if pf is not None and pf.nominated_node_name and pf.victims:
+            self._spawn(self._preempt(fw, pod, pf), f"preemption for {pod.key}")
+
+    async def _report_failure(self, pod: PodSpec, reason: str, message: str, nominating: str | None) -> None:
+        await self.client.record_failed(pod, reason, message)
+        if nominating is not None and nominating != pod.nominated_node_name:
+            await self.client.set_nominated_node(pod, nominating)
+
+    async def _preempt(self, fw: Framework, pod: PodSpec, result: PostFilterResult) -> None:
+        """Evict the victims concurrently; the preemptor stays out of the queue until they are gone."""
+        plugins = [p for p in fw.post_filter_plugins if hasattr(p, "preemption_started")]
+        for p in plugins:
+            p.preemption_started(pod.uid)
+        self.metrics.preemption(len(result.victims))
+        message = f"{fw.profile_name}: preempting to accommodate a higher priority pod"
+        try:
+            outcomes = await asyncio.gather(
+                *(self.client.evict(v, pod, message) for v in result.victims), return_exceptions=True
+            )
+            for victim, out in zip(result.victims, outcomes, strict=True):
+                if isinstance(out, BaseException) and not isinstance(out, NotFound):
+                    log.error("evicting %s for %s failed: %s", victim.key, pod.key, out)
+        finally:
+            for p in plugins:
+                p.preemption_finished(pod.uid)
+            activate = getattr(self.queue, "activate", None)
+            if activate is not None:
+                activate([pod])
+
+    # -- binding cycle --
+
+    async def _binding_cycle(
+        self,
+        state: CycleState,
+        fw: Framework,
+        qpi: Any,
+        result: ScheduleResult,
+        assumed: PodSpec,
+        start: float,
+    ) -> None:
+        host = result.suggested_host
+        async with self._bind_sem:
+            status = await fw.wait_on_permit(assumed)
+            if not is_success(status):
+                assert status is not None
+                if status.is_rejected():
+                    diag = Diagnosis()
+                    diag.node_to_status.set(host, status)
+                    if status.plugin:
+                        diag.unschedulable_plugins.add(status.plugin)
+                    fit = FitError(assumed, 1, diag)
+                    return self._binding_failure(
+                        fw, state, qpi, assumed, host, Status(status.code, str(fit)), fit, start
+                    )
+                return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+            self.queue.done(assumed.uid)
+            status = await fw.run_pre_bind_plugins(state, assumed, host)
+            if not is_success(status):
+                assert status is not None
+                return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+            bind_start = self.clock()
+            status = await fw.run_bind_plugins(state, assumed, host)
+            try:
+                self.cache.finish_binding(assumed)
+            except Exception:
+                log.exception("finish_binding of %s failed", assumed.key)
+            self.metrics.binding(is_success(status), self.clock() - bind_start)
+            if not is_success(status):
+                assert status is not None
+                return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+        self.metrics.schedule_attempt("scheduled", fw.profile_name, self.clock() - start)
+        self.metrics.pod_scheduled(fw.profile_name, self.clock() - start, getattr(qpi, "attempts", 1))
+        try:
+            await self.client.record_scheduled(assumed, host)
+        except Exception:
+            log.exception("recording Scheduled for %s failed", assumed.key)
+        await fw.run_post_bind_plugins(state, assumed, host)
+        return None
+
+    def _binding_failure(
+        self,
+        fw: Framework,
+        state: CycleState,
+        qpi: Any,
+        assumed: PodSpec,
+        host: str,
+        status: Status,
+        error: BaseException | None,
+        start: float,
+    ) -> None:
+        """``handleBindingCycleError``: undo the reservation, then requeue unless the pod is gone/bound."""
+        fw.run_reserve_plugins_unreserve(state, assumed, host)
+        self._forget(assumed)
+        if isinstance(error, Conflict):  # bound already (another replica, or ourselves before a retry)
+            log.info("pod %s is already bound: %s", assumed.key, error)
+            self.queue.done(assumed.uid)
+            return
+        if isinstance(error, NotFound):  # deleted while we were binding it
+            self.queue.done(assumed.uid)
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
+            return
+        failure = _Failure(status, error, nominating="")
+        if status.is_rejected():
+            self._handle_failure(fw, qpi, failure, start)
+            uid = assumed.uid
+            self.queue.move_all_to_active_or_backoff(
+                EVENT_ASSIGNED_POD_DELETE, assumed, None, lambda p: p.uid != uid
+            )
+        else:
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
+            self._handle_failure(fw, qpi, failure, start)
