@@ -1,0 +1,227 @@
+"""``kopf-scheduler simulate``: offline what-if scheduling of YAML/JSON objects.
+
+The same engine as in the cluster (cache, queue, profiles, plugins, scheduler) runs over the
+objects in the files with an in-memory ClusterClient: Nodes and bound Pods (``spec.nodeName``)
+form the cluster, pending Pods whose ``schedulerName`` has a profile are scheduled in queue
+order, and every other supported kind is made available to the plugins as ``handle.objects``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec, load_profile
+
+__all__ = ["PodOutcome", "SimulationError", "add_arguments", "load_documents", "run", "simulate"]
+
+PROFILE_API_VERSION = "kopfscheduler.io/v1alpha1"
+NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget"}
+CLUSTER_SCOPED = {"PersistentVolume", "StorageClass", "CSINode", "Namespace", "PriorityClass"}
+
+
+class SimulationError(ValueError):
+    """A bad input document; the message names the file, document index and field."""
+
+
+@dataclass(slots=True)
+class PodOutcome:
+    namespace: str
+    name: str
+    node: str
+    message: str
+
+
+@dataclass
+class Inputs:
+    nodes: list[NodeSpec] = field(default_factory=list)
+    running: list[PodSpec] = field(default_factory=list)
+    pending: list[PodSpec] = field(default_factory=list)
+    profiles: list[SchedulerProfileSpec] = field(default_factory=list)
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _docs(paths: Sequence[str]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") if path != "-" else sys.stdin as fh:
+                docs = list(yaml.safe_load_all(fh))
+        except OSError as exc:
+            raise SimulationError(f"{path}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise SimulationError(f"{path}: not valid YAML/JSON: {exc}") from None
+        index = 0
+        for doc in docs:
+            if doc is None:
+                continue
+            items = (
+                doc.get("items")
+                if isinstance(doc, Mapping) and doc.get("kind", "").endswith("List")
+                else None
+            )
+            for item in items if isinstance(items, list) else [doc]:
+                out.append((f"{path}: document {index}", item))
+                index += 1
+    return out
+
+
+def load_documents(paths: Sequence[str]) -> Inputs:
+    inputs = Inputs()
+    docs = _docs(paths)
+    priority_classes: dict[str, int] = {}
+    for where, doc in docs:
+        if isinstance(doc, Mapping) and doc.get("kind") == "PriorityClass":
+            name = str((doc.get("metadata") or {}).get("name", ""))
+            try:
+                priority_classes[name] = int(doc.get("value", 0))
+            except (TypeError, ValueError):
+                raise SimulationError(f"{where} (PriorityClass {name}): value: must be an integer") from None
+    for where, doc in docs:
+        if not isinstance(doc, Mapping):
+            raise SimulationError(f"{where}: expected an object, got {type(doc).__name__}")
+        kind = doc.get("kind")
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+        name = str(meta.get("name", ""))
+        if not kind:
+            raise SimulationError(f"{where}: kind: required")
+        label = f"{where} ({kind} {name})"
+        try:
+            if kind == "Node":
+                inputs.nodes.append(parse_node(doc))
+            elif kind == "Pod":
+                pod = parse_pod(_with_priority(doc, priority_classes, label))
+                (inputs.running if pod.node_name else inputs.pending).append(pod)
+            elif kind == "SchedulerProfile":
+                if doc.get("apiVersion") != PROFILE_API_VERSION:
+                    raise SimulationError(f"{label}: apiVersion: must be {PROFILE_API_VERSION!r}")
+                spec = doc.get("spec")
+                if not isinstance(spec, Mapping):
+                    raise SimulationError(f"{label}: spec: required object")
+                inputs.profiles.append(load_profile(spec))
+            elif kind in NAMESPACED or kind in CLUSTER_SCOPED:
+                if not name:
+                    raise SimulationError(f"{label}: metadata.name: required")
+                key = f"{meta.get('namespace') or 'default'}/{name}" if kind in NAMESPACED else name
+                inputs.objects.setdefault(kind, {})[key] = dict(doc)
+            else:
+                raise SimulationError(f"{label}: kind: unsupported kind {kind!r}")
+        except ObjectError as exc:
+            raise SimulationError(f"{label}: {exc}") from None
+        except ProfileError as exc:
+            raise SimulationError(f"{label}: spec.{exc}") from None
+    return inputs
+
+
+def _with_priority(doc: Mapping[str, Any], classes: Mapping[str, int], label: str) -> Mapping[str, Any]:
+    """Resolve ``priorityClassName`` like the Priority admission plugin would have."""
+    spec = doc.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("priority") is not None or not spec.get("priorityClassName"):
+        return doc
+    cls = str(spec["priorityClassName"])
+    if cls not in classes:
+        raise SimulationError(f"{label}: spec.priorityClassName: no PriorityClass {cls!r}")
+    return {**doc, "spec": {**spec, "priority": classes[cls]}}
+
+
+async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
+    """Schedule the pending pods once each, in queue order; outcomes in input order."""
+    from kopf_scheduler.cache.cache import Cache
+    from kopf_scheduler.queue.scheduling_queue import PriorityQueue
+    from kopf_scheduler.scheduler import ProfileSet, Scheduler
+    from kopf_scheduler.testing.fake_client import FakeClusterClient
+
+    cache = Cache()
+    queue = PriorityQueue()
+    client = FakeClusterClient()
+    profiles = ProfileSet(inputs.profiles)
+    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(seed), objects=inputs.objects)
+
+    def bound(pod: PodSpec, node_name: str) -> None:  # the watch would deliver the bound pod
+        import dataclasses
+
+        cache.add_pod(dataclasses.replace(pod, node_name=node_name))
+
+    client.on_bind = bound
+    for node in inputs.nodes:
+        cache.add_node(node)
+    for pod in inputs.running:
+        cache.add_pod(pod)
+    ours = [p for p in inputs.pending if p.scheduler_name in profiles]
+    for pod in ours:
+        queue.add(pod)
+    attempted: set[str] = set()
+    while True:
+        qpi = queue.pop_nowait()
+        if qpi is None:
+            break
+        if qpi.pod.uid in attempted:
+            queue.done(qpi.pod.uid)
+            continue
+        attempted.add(qpi.pod.uid)
+        await sched.schedule_one(qpi)
+        await sched.wait_for_bindings()
+    await sched.wait_for_bindings()
+
+    outcomes = []
+    for pod in inputs.pending:
+        if pod.scheduler_name not in profiles:
+            outcomes.append(
+                PodOutcome(
+                    pod.namespace, pod.name, "", f"no profile for schedulerName {pod.scheduler_name!r}"
+                )
+            )
+            continue
+        node = client.bindings.get(pod.key, "")
+        messages = client.failed_messages(pod.key)
+        if not node and not messages and pod.uid not in attempted:
+            gates = ", ".join(pod.scheduling_gates)
+            msg = f"not attempted: scheduling gated ({gates})" if gates else "not attempted"
+            messages = [msg]
+        outcomes.append(
+            PodOutcome(pod.namespace, pod.name, node, "" if node else (messages[-1] if messages else ""))
+        )
+    return outcomes
+
+
+def _table(outcomes: Iterable[PodOutcome]) -> str:
+    rows = [("POD", "NODE", "MESSAGE")] + [
+        (f"{o.namespace}/{o.name}", o.node or "<none>", o.message) for o in outcomes
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON files ('-' for stdin)")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("--seed", type=int, default=None, help="seed for the tie-breaking random choice")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        inputs = load_documents(args.files)
+    except SimulationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    outcomes = asyncio.run(simulate(inputs, args.seed))
+    if args.output == "json":
+        print(json.dumps({"pods": [dataclass_dict(o) for o in outcomes]}, indent=2))
+    else:
+        print(_table(outcomes))
+    return 0
+
+
+def dataclass_dict(o: PodOutcome) -> dict[str, str]:
+    return {"namespace": o.namespace, "name": o.name, "node": o.node, "message": o.message}
