@@ -91,7 +91,8 @@ def load_documents(paths: Sequence[str]) -> Inputs:
         if not isinstance(doc, Mapping):
             raise SimulationError(f"{where}: expected an object, got {type(doc).__name__}")
         kind = doc.get("kind")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+        raw_meta = doc.get("metadata")
+        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
         name = str(meta.get("name", ""))
         if not kind:
             raise SimulationError(f"{where}: kind: required")
@@ -153,8 +154,8 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         cache.add_pod(dataclasses.replace(pod, node_name=node_name))
 
     client.on_bind = bound
-    for node in inputs.nodes:
-        cache.add_node(node)
+    for node_spec in inputs.nodes:
+        cache.add_node(node_spec)
     for pod in inputs.running:
         cache.add_pod(pod)
     ours = [p for p in inputs.pending if p.scheduler_name in profiles]
