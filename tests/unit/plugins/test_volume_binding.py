@@ -1,0 +1,659 @@
+"""VolumeBinding, table-driven after the reference's volume_binding_test.go, plus assume and PreBind."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from _volume_helpers import FakeHandle, claim_volume, node_info, objects, pod_with, pod_with_claims, pv, pvc
+from _volume_helpers import storage_class as sc
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.framework.client import ApiError
+from kopf_scheduler.framework.interface import (
+    ActionType,
+    Code,
+    CycleState,
+    EventResource,
+    QueueingHint,
+    Status,
+)
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins.volume_binding import VolumeBinding, VolumeBindingArgs
+
+IMMEDIATE = sc("immediate-sc", "Immediate")
+WAIT = sc("wait-sc", "WaitForFirstConsumer")
+WAIT_HDD = sc("wait-hdd-sc", "WaitForFirstConsumer")
+DYNAMIC = sc("dyn-sc", "WaitForFirstConsumer", provisioner="csi.example.com")
+ZONED = sc(
+    "zoned-sc",
+    "WaitForFirstConsumer",
+    provisioner="csi.example.com",
+    allowed_topologies=[{"topology.kubernetes.io/zone": ["zone-a"]}],
+)
+CLASSES = (IMMEDIATE, WAIT, WAIT_HDD, DYNAMIC, ZONED)
+HOST = "kubernetes.io/hostname"
+
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+NODE_CONFLICT = "node(s) had volume node affinity conflict"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+
+
+def _plugin(
+    pvcs: Sequence[dict[str, Any]] = (),
+    pvs: Sequence[dict[str, Any]] = (),
+    nodes: Sequence[NodeInfo] = (),
+    *,
+    capacity_priority: bool = False,
+    client: Any = None,
+    args: VolumeBindingArgs | None = None,
+) -> tuple[VolumeBinding, FakeHandle]:
+    handle = FakeHandle(
+        snapshot=Snapshot(list(nodes)),
+        objects=objects(pvcs, pvs, CLASSES),
+        client=client,
+        feature_gates={"VolumeCapacityPriority": capacity_priority},
+    )
+    return VolumeBinding(args, handle), handle
+
+
+@dataclass
+class Case:
+    name: str
+    pod: PodSpec
+    nodes: list[NodeInfo]
+    pvcs: list[dict[str, Any]] = field(default_factory=list)
+    pvs: list[dict[str, Any]] = field(default_factory=list)
+    capacity_priority: bool = False
+    want_pre_filter: Status | None = None
+    want_filter: list[Status | None] = field(default_factory=list)
+    want_scores: list[int] = field(default_factory=list)
+
+
+CASES = [
+    Case("pod has not pvcs", pod_with("pod-a"), [node_info("node-a")], want_filter=[None], want_scores=[0]),
+    Case(
+        "all bound",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a")],
+        pvs=[pv("pv-a", "wait-sc")],
+        want_filter=[None],
+        want_scores=[0],
+    ),
+    Case(
+        "PVC does not exist",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        want_pre_filter=Status.unresolvable('persistentvolumeclaim "pvc-a" not found'),
+    ),
+    Case(
+        "Part of PVCs do not exist",
+        pod_with_claims("pvc-a", "pvc-b"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a")],
+        want_pre_filter=Status.unresolvable('persistentvolumeclaim "pvc-b" not found'),
+    ),
+    Case(
+        "immediate claims not bound",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "immediate-sc")],
+        want_pre_filter=Status.unresolvable("pod has unbound immediate PersistentVolumeClaims"),
+    ),
+    Case(
+        "pre-bound claim (volumeName without bind-completed) counts as unbound immediate",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a", bind_completed=False)],
+        pvs=[pv("pv-a", "wait-sc")],
+        want_pre_filter=Status.unresolvable("pod has unbound immediate PersistentVolumeClaims"),
+    ),
+    Case(
+        "unbound claims no matches",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc")],
+        want_filter=[Status.unresolvable(BIND_CONFLICT)],
+        want_scores=[0],
+    ),
+    Case(
+        "bound and unbound unsatisfied",
+        pod_with_claims("pvc-a", "pvc-b"),
+        [node_info("node-a", {"foo": "barbar"})],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a"), pvc("pvc-b", "wait-sc")],
+        pvs=[pv("pv-a", "wait-sc", node_affinity={"foo": ["bar"]})],
+        want_filter=[Status.unresolvable(NODE_CONFLICT, BIND_CONFLICT)],
+        want_scores=[0],
+    ),
+    Case(
+        "pv not found",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a")],
+        want_filter=[Status.unresolvable(PV_NOT_EXIST)],
+        want_scores=[0],
+    ),
+    Case(
+        "pv not found claim lost",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a", phase="Lost")],
+        want_pre_filter=Status.unresolvable(
+            'persistentvolumeclaim "pvc-a" bound to non-existent persistentvolume "pv-a"'
+        ),
+    ),
+    Case(
+        "pvc being deleted",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "wait-sc", bound_pv="pv-a", deleting=True)],
+        want_pre_filter=Status.unresolvable('persistentvolumeclaim "pvc-a" is being deleted'),
+    ),
+    Case(
+        "local volumes with close capacity are preferred",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a"), node_info("node-b"), node_info("node-c")],
+        pvcs=[pvc("pvc-a", "wait-sc", request="50Gi")],
+        pvs=[
+            pv("pv-a-0", "wait-sc", capacity="200Gi", node_affinity={HOST: ["node-a"]}),
+            pv("pv-a-1", "wait-sc", capacity="200Gi", node_affinity={HOST: ["node-a"]}),
+            pv("pv-b-0", "wait-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
+            pv("pv-b-1", "wait-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
+        ],
+        capacity_priority=True,
+        want_filter=[None, None, Status.unresolvable(BIND_CONFLICT)],
+        want_scores=[25, 50, 0],
+    ),
+    Case(
+        "local volumes with close capacity are preferred (multiple pvcs)",
+        pod_with_claims("pvc-0", "pvc-1"),
+        [node_info("node-a"), node_info("node-b"), node_info("node-c")],
+        pvcs=[pvc("pvc-0", "wait-sc", request="50Gi"), pvc("pvc-1", "wait-hdd-sc", request="100Gi")],
+        pvs=[
+            pv("pv-a-0", "wait-sc", capacity="200Gi", node_affinity={HOST: ["node-a"]}),
+            pv("pv-a-1", "wait-sc", capacity="200Gi", node_affinity={HOST: ["node-a"]}),
+            pv("pv-a-2", "wait-hdd-sc", capacity="200Gi", node_affinity={HOST: ["node-a"]}),
+            pv("pv-a-3", "wait-hdd-sc", capacity="200Gi", node_affinity={HOST: ["node-a"]}),
+            pv("pv-b-0", "wait-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
+            pv("pv-b-1", "wait-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
+            pv("pv-b-2", "wait-hdd-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
+            pv("pv-b-3", "wait-hdd-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
+        ],
+        capacity_priority=True,
+        want_filter=[None, None, Status.unresolvable(BIND_CONFLICT)],
+        want_scores=[38, 75, 0],
+    ),
+    Case(
+        "zonal volumes with close capacity are preferred",
+        pod_with_claims("pvc-a"),
+        [
+            node_info(
+                f"zone-{z}-node-{n}",
+                {"topology.kubernetes.io/region": f"region-{z}", "topology.kubernetes.io/zone": f"zone-{z}"},
+            )
+            for z in "abc"
+            for n in "ab"
+        ],
+        pvcs=[pvc("pvc-a", "wait-sc", request="50Gi")],
+        pvs=[
+            pv(
+                f"pv-{z}-{i}",
+                "wait-sc",
+                capacity=cap,
+                node_affinity={
+                    "topology.kubernetes.io/region": [f"region-{z}"],
+                    "topology.kubernetes.io/zone": [f"zone-{z}"],
+                },
+            )
+            for z, cap in (("a", "200Gi"), ("b", "100Gi"))
+            for i in range(2)
+        ],
+        capacity_priority=True,
+        want_filter=[
+            None,
+            None,
+            None,
+            None,
+            Status.unresolvable(BIND_CONFLICT),
+            Status.unresolvable(BIND_CONFLICT),
+        ],
+        want_scores=[25, 25, 50, 50, 0, 0],
+    ),
+    Case(
+        "WaitForFirstConsumer claim left for dynamic provisioning",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a")],
+        pvcs=[pvc("pvc-a", "dyn-sc", request="1Gi")],
+        want_filter=[None],
+        want_scores=[0],
+    ),
+    Case(
+        "dynamic provisioning restricted by allowedTopologies",
+        pod_with_claims("pvc-a"),
+        [
+            node_info("node-a", {"topology.kubernetes.io/zone": "zone-a"}),
+            node_info("node-b", {"topology.kubernetes.io/zone": "zone-b"}),
+        ],
+        pvcs=[pvc("pvc-a", "zoned-sc")],
+        want_filter=[None, Status.unresolvable(BIND_CONFLICT)],
+        want_scores=[0, 0],
+    ),
+    Case(
+        "claim already selected for another node takes the fast path",
+        pod_with_claims("pvc-a"),
+        [node_info("node-a"), node_info("node-b")],
+        pvcs=[pvc("pvc-a", "dyn-sc", annotations={"volume.kubernetes.io/selected-node": "node-b"})],
+        want_filter=[Status.unresolvable(BIND_CONFLICT), None],
+        want_scores=[0, 0],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_volume_binding(case: Case) -> None:
+    plugin, _ = _plugin(case.pvcs, case.pvs, case.nodes, capacity_priority=case.capacity_priority)
+    state = CycleState()
+    _, status = plugin.pre_filter(state, case.pod, case.nodes)
+    if case.want_pre_filter is not None:
+        assert status == case.want_pre_filter
+        assert status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return
+    if not case.pod.volumes:
+        assert status is not None and status.code == Code.SKIP
+    else:
+        assert status is None
+    got = [plugin.filter(state, case.pod, n) for n in case.nodes]
+    assert got == case.want_filter
+    for s in got:
+        assert s is None or s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    pre_score = plugin.pre_score(state, case.pod, case.nodes)
+    if not case.capacity_priority:
+        assert pre_score is not None and pre_score.code == Code.SKIP
+    scores = [plugin.score(state, case.pod, n)[0] for n in case.nodes]
+    assert scores == case.want_scores
+
+
+def _filter_all(
+    plugin: VolumeBinding, pod: PodSpec, nodes: Sequence[NodeInfo]
+) -> tuple[CycleState, list[Any]]:
+    state = CycleState()
+    _, status = plugin.pre_filter(state, pod, nodes)
+    assert status is None
+    return state, [plugin.filter(state, pod, n) for n in nodes]
+
+
+def test_smallest_fitting_pv_is_chosen() -> None:
+    claim = pvc("pvc-a", "wait-sc", request="5Gi")
+    pvs = [
+        pv("too-small", "wait-sc", capacity="1Gi"),
+        pv("big", "wait-sc", capacity="100Gi"),
+        pv("just-right", "wait-sc", capacity="10Gi"),
+        pv("other-class", "wait-hdd-sc", capacity="5Gi"),
+        pv("released", "wait-sc", capacity="5Gi", phase="Released"),
+        pv("rox-only", "wait-sc", capacity="5Gi", access_modes=["ReadOnlyMany"]),
+        pv("elsewhere", "wait-sc", capacity="5Gi", node_affinity={HOST: ["node-b"]}),
+        pv("taken", "wait-sc", capacity="5Gi", claim_ref={"namespace": "default", "name": "other"}),
+    ]
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin([claim], pvs, nodes)
+    state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
+    assert statuses == [None]
+    decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
+    assert [v["metadata"]["name"] for _, v in decisions.static_bindings] == ["just-right"]
+    assert decisions.dynamic_provisions == []
+
+
+def test_pv_pre_bound_to_claim_wins_over_smaller_pv() -> None:
+    claim = pvc("pvc-a", "wait-sc", request="1Gi")
+    pvs = [
+        pv("small", "wait-sc", capacity="1Gi"),
+        pv(
+            "mine",
+            "wait-sc",
+            capacity="50Gi",
+            phase="Pending",
+            claim_ref={"namespace": "default", "name": "pvc-a"},
+        ),
+    ]
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin([claim], pvs, nodes)
+    state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
+    assert statuses == [None]
+    decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
+    assert [v["metadata"]["name"] for _, v in decisions.static_bindings] == ["mine"]
+
+
+def test_claim_selector_filters_pvs() -> None:
+    claim = pvc("pvc-a", "wait-sc", selector={"matchLabels": {"tier": "gold"}})
+    pvs = [pv("plain", "wait-sc"), pv("gold", "wait-sc", labels={"tier": "gold"})]
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin([claim], pvs, nodes)
+    state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
+    assert statuses == [None]
+    decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
+    assert [v["metadata"]["name"] for _, v in decisions.static_bindings] == ["gold"]
+
+
+def test_two_claims_do_not_share_one_pv() -> None:
+    claims = [pvc("pvc-a", "wait-sc", request="1Gi"), pvc("pvc-b", "wait-sc", request="1Gi")]
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin(claims, [pv("only", "wait-sc", capacity="1Gi")], nodes)
+    _, statuses = _filter_all(plugin, pod_with_claims("pvc-a", "pvc-b"), nodes)
+    assert statuses == [Status.unresolvable(BIND_CONFLICT)]
+
+
+def test_unbound_claim_falls_back_to_provisioning_when_no_pv_fits() -> None:
+    claim = pvc("pvc-a", "dyn-sc", request="10Gi")
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin([claim], [pv("small", "dyn-sc", capacity="1Gi")], nodes)
+    state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
+    assert statuses == [None]
+    decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
+    assert decisions.static_bindings == []
+    assert [c["metadata"]["name"] for c in decisions.dynamic_provisions] == ["pvc-a"]
+
+
+def test_storage_class_without_binding_mode_is_an_error() -> None:
+    nodes = [node_info("node-a")]
+    plugin, handle = _plugin([pvc("pvc-a", "nomode")], [], nodes)
+    handle.objects["StorageClass"]["nomode"] = sc("nomode", None)
+    _, status = plugin.pre_filter(CycleState(), pod_with_claims("pvc-a"), nodes)
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'VolumeBindingMode not set for StorageClass "nomode"'
+
+
+def test_ephemeral_volume_waits_for_its_claim() -> None:
+    pod = pod_with(
+        "web", {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}, uid="pod-uid-1"
+    )
+    plugin, handle = _plugin([], [], [node_info("node-a")])
+    _, status = plugin.pre_filter(CycleState(), pod, [])
+    assert status == Status.unresolvable(
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "web-scratch"'
+    )
+    handle.objects["PersistentVolumeClaim"]["default/web-scratch"] = pvc("web-scratch", "dyn-sc")
+    _, status = plugin.pre_filter(CycleState(), pod, [])
+    assert status == Status.unresolvable(
+        "PVC default/web-scratch was not created for pod default/web (pod is not owner)"
+    )
+    handle.objects["PersistentVolumeClaim"]["default/web-scratch"] = pvc(
+        "web-scratch", "dyn-sc", owner_uid="pod-uid-1"
+    )
+    _, status = plugin.pre_filter(CycleState(), pod, [])
+    assert status is None
+
+
+def test_score_disabled_by_default_even_with_args() -> None:
+    args = VolumeBindingArgs.model_validate(
+        {"bindTimeoutSeconds": 30, "shape": [{"utilization": 0, "score": 10}]}
+    )
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin([pvc("pvc-a", "wait-sc")], [pv("p", "wait-sc")], nodes, args=args)
+    state, _ = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
+    status = plugin.pre_score(state, pod_with_claims("pvc-a"), nodes)
+    assert status is not None and status.code == Code.SKIP
+    assert plugin.score(state, pod_with_claims("pvc-a"), nodes[0]) == (0, None)
+    assert plugin.bind_timeout == 30
+
+
+def test_custom_shape_when_capacity_priority_enabled() -> None:
+    # Prefer emptier volumes: 10 at 0% utilization, 0 at 100%.
+    args = VolumeBindingArgs.model_validate(
+        {"shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}
+    )
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin(
+        [pvc("pvc-a", "wait-sc", request="25Gi")],
+        [pv("p", "wait-sc", capacity="100Gi")],
+        nodes,
+        capacity_priority=True,
+        args=args,
+    )
+    state, _ = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
+    assert plugin.pre_score(state, pod_with_claims("pvc-a"), nodes) is None
+    assert plugin.score(state, pod_with_claims("pvc-a"), nodes[0]) == (75, None)
+
+
+def test_args_validation() -> None:
+    with pytest.raises(ValueError):
+        VolumeBindingArgs.model_validate({"bindTimeoutSeconds": -1})
+    with pytest.raises(ValueError):
+        VolumeBindingArgs.model_validate({"unknown": 1})
+    bad = VolumeBindingArgs.model_validate(
+        {"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}
+    )
+    with pytest.raises(ValueError):
+        VolumeBinding(bad, FakeHandle(feature_gates={"VolumeCapacityPriority": True}))
+    assert VolumeBindingArgs.model_validate({}).bind_timeout_seconds == 600
+
+
+# --- Reserve / Unreserve: the assume cache ----------------------------------------------------
+
+
+def test_reserved_pv_is_not_offered_to_the_next_pod_until_unreserved() -> None:
+    claims = [pvc("pvc-a", "wait-sc"), pvc("pvc-b", "wait-sc")]
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin(claims, [pv("only", "wait-sc")], nodes)
+    pod_a, pod_b = pod_with_claims("pvc-a", name="a"), pod_with_claims("pvc-b", name="b")
+    state_a, statuses = _filter_all(plugin, pod_a, nodes)
+    assert statuses == [None]
+    assert plugin.reserve(state_a, pod_a, "node-a") is None
+    assert state_a.read("VolumeBinding").all_bound is False
+    # The PV now carries pvc-a's claimRef in the assume cache: pod b finds nothing.
+    _, statuses = _filter_all(plugin, pod_b, nodes)
+    assert statuses == [Status.unresolvable(BIND_CONFLICT)]
+    plugin.unreserve(state_a, pod_a, "node-a")
+    _, statuses = _filter_all(plugin, pod_b, nodes)
+    assert statuses == [None]
+
+
+def test_assumption_dropped_when_watch_delivers_a_newer_object() -> None:
+    claims = [pvc("pvc-a", "wait-sc"), pvc("pvc-b", "wait-sc")]
+    nodes = [node_info("node-a")]
+    plugin, handle = _plugin(claims, [pv("only", "wait-sc")], nodes)
+    pod_a, pod_b = pod_with_claims("pvc-a", name="a"), pod_with_claims("pvc-b", name="b")
+    state_a, _ = _filter_all(plugin, pod_a, nodes)
+    plugin.reserve(state_a, pod_a, "node-a")
+    # The informer now shows the PV released again under a new resourceVersion.
+    fresh = copy.deepcopy(handle.objects["PersistentVolume"]["only"])
+    fresh["metadata"]["resourceVersion"] = "999999"
+    handle.objects["PersistentVolume"]["only"] = fresh
+    _, statuses = _filter_all(plugin, pod_b, nodes)
+    assert statuses == [None]
+
+
+def test_dynamic_provision_assumes_selected_node() -> None:
+    claim = pvc("pvc-a", "dyn-sc")
+    nodes = [node_info("node-a"), node_info("node-b")]
+    plugin, _ = _plugin([claim], [], nodes)
+    pod = pod_with_claims("pvc-a", name="a")
+    state, statuses = _filter_all(plugin, pod, nodes)
+    assert statuses == [None, None]
+    plugin.reserve(state, pod, "node-b")
+    # Another pod sharing the claim now sees it selected for node-b (fast path on node-a).
+    other = pod_with_claims("pvc-a", name="b")
+    _, statuses = _filter_all(plugin, other, nodes)
+    assert statuses == [Status.unresolvable(BIND_CONFLICT), None]
+    plugin.unreserve(state, pod, "node-b")
+    _, statuses = _filter_all(plugin, other, nodes)
+    assert statuses == [None, None]
+
+
+def test_reserve_with_all_claims_bound_needs_no_prebind() -> None:
+    nodes = [node_info("node-a")]
+    client = FakeClient()
+    plugin, _ = _plugin(
+        [pvc("pvc-a", "wait-sc", bound_pv="pv-a")], [pv("pv-a", "wait-sc")], nodes, client=client
+    )
+    pod = pod_with_claims("pvc-a")
+    state, _ = _filter_all(plugin, pod, nodes)
+    assert plugin.reserve(state, pod, "node-a") is None
+    assert state.read("VolumeBinding").all_bound is True
+
+
+# --- PreBind ----------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeClient:
+    """Records bind_volumes calls; optionally plays the PV controller on the handle's objects."""
+
+    handle: FakeHandle | None = None
+    act_as_pv_controller: bool = True
+    drop_selected_node: bool = False
+    fail: bool = False
+    calls: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
+
+    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+        self.calls.append((pod.key, pod.node_name, list(claims)))
+        if self.fail:
+            raise ApiError("apiserver unavailable", 503)
+        if self.handle is None or not self.act_as_pv_controller:
+            return
+        objs = self.handle.objects
+        for key, pv_name in claims:
+            claim = copy.deepcopy(objs["PersistentVolumeClaim"][key])
+            claim["metadata"]["resourceVersion"] += "1"
+            if self.drop_selected_node:
+                claim["metadata"]["annotations"] = {"other": "x"}
+                objs["PersistentVolumeClaim"][key] = claim
+                continue
+            name = pv_name or f"pvc-{claim['metadata']['uid']}"
+            claim["spec"]["volumeName"] = name
+            claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+            if not pv_name:
+                claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = pod.node_name
+                objs["PersistentVolume"][name] = pv(name, "dyn-sc")
+            else:
+                volume = copy.deepcopy(objs["PersistentVolume"][pv_name])
+                ns, _, claim_name = key.partition("/")
+                volume["spec"]["claimRef"] = {
+                    "namespace": ns,
+                    "name": claim_name,
+                    "uid": claim["metadata"]["uid"],
+                }
+                volume["metadata"]["resourceVersion"] += "1"
+                objs["PersistentVolume"][pv_name] = volume
+            objs["PersistentVolumeClaim"][key] = claim
+
+
+def _scheduled(
+    pvcs: Sequence[dict[str, Any]], pvs: Sequence[dict[str, Any]], client: FakeClient, *claims: str
+) -> tuple[VolumeBinding, CycleState, PodSpec]:
+    nodes = [node_info("node-a")]
+    plugin, handle = _plugin(pvcs, pvs, nodes, client=client)
+    client.handle = handle
+    plugin.poll_interval = 0.001
+    pod = pod_with_claims(*claims)
+    state, statuses = _filter_all(plugin, pod, nodes)
+    assert statuses == [None]
+    assert plugin.reserve(state, pod, "node-a") is None
+    return plugin, state, pod
+
+
+async def test_pre_bind_static_binding_calls_bind_volumes_and_waits_for_bound() -> None:
+    client = FakeClient()
+    plugin, state, pod = _scheduled([pvc("pvc-a", "wait-sc")], [pv("pv-1", "wait-sc")], client, "pvc-a")
+    assert await plugin.pre_bind(state, pod, "node-a") is None
+    assert client.calls == [("default/pod-a", "node-a", [("default/pvc-a", "pv-1")])]
+
+
+async def test_pre_bind_dynamic_provisioning_passes_empty_pv_name() -> None:
+    client = FakeClient()
+    plugin, state, pod = _scheduled(
+        [pvc("pvc-a", "dyn-sc"), pvc("pvc-b", "wait-sc")], [pv("pv-1", "wait-sc")], client, "pvc-a", "pvc-b"
+    )
+    assert await plugin.pre_bind(state, pod, "node-a") is None
+    # Static bindings first, then claims to provision.
+    assert client.calls == [("default/pod-a", "node-a", [("default/pvc-b", "pv-1"), ("default/pvc-a", "")])]
+
+
+async def test_pre_bind_skips_when_all_bound() -> None:
+    client = FakeClient()
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin(
+        [pvc("pvc-a", "wait-sc", bound_pv="pv-a")], [pv("pv-a", "wait-sc")], nodes, client=client
+    )
+    pod = pod_with_claims("pvc-a")
+    state, _ = _filter_all(plugin, pod, nodes)
+    plugin.reserve(state, pod, "node-a")
+    assert await plugin.pre_bind(state, pod, "node-a") is None
+    assert client.calls == []
+
+
+async def test_pre_bind_client_error_is_an_error_status() -> None:
+    client = FakeClient(fail=True)
+    plugin, state, pod = _scheduled([pvc("pvc-a", "wait-sc")], [pv("pv-1", "wait-sc")], client, "pvc-a")
+    status = await plugin.pre_bind(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert "apiserver unavailable" in status.message
+
+
+async def test_pre_bind_provisioning_failure_is_reported() -> None:
+    client = FakeClient(drop_selected_node=True)
+    plugin, state, pod = _scheduled([pvc("pvc-a", "dyn-sc")], [], client, "pvc-a")
+    status = await plugin.pre_bind(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'binding volumes: provisioning failed for PVC "pvc-a"'
+
+
+async def test_pre_bind_times_out_when_nothing_binds() -> None:
+    client = FakeClient(act_as_pv_controller=False)
+    plugin, state, pod = _scheduled([pvc("pvc-a", "dyn-sc")], [], client, "pvc-a")
+    plugin.bind_timeout = 0.01
+    status = await plugin.pre_bind(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == "binding volumes: context deadline exceeded"
+    assert len(client.calls) == 1
+
+
+async def test_pre_bind_without_filter_decision_for_node_is_error() -> None:
+    client = FakeClient()
+    plugin, state, pod = _scheduled([pvc("pvc-a", "dyn-sc")], [], client, "pvc-a")
+    status = await plugin.pre_bind(state, pod, "node-z")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'no pod volumes found for node "node-z"'
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def test_events_and_hints() -> None:
+    plugin, _ = _plugin()
+    events = {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
+    assert (EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL) in events
+    assert (EventResource.PV, ActionType.ADD | ActionType.UPDATE) in events
+    pod = pod_with_claims("pvc-a", namespace="ns1")
+    pvc_hint = events[(EventResource.PVC, ActionType.ADD | ActionType.UPDATE)]
+    assert pvc_hint is not None
+    assert pvc_hint(pod, None, pvc("pvc-a", namespace="ns1")) == QueueingHint.QUEUE
+    assert pvc_hint(pod, None, pvc("pvc-a", namespace="ns2")) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, pvc("pvc-b", namespace="ns1")) == QueueingHint.QUEUE_SKIP
+    sc_hint = events[(EventResource.STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE)]
+    assert sc_hint is not None
+    assert sc_hint(pod, None, WAIT) == QueueingHint.QUEUE
+    assert sc_hint(pod, WAIT, copy.deepcopy(WAIT)) == QueueingHint.QUEUE_SKIP
+    assert (
+        sc_hint(pod, DYNAMIC, {**DYNAMIC, "allowedTopologies": ZONED["allowedTopologies"]})
+        == QueueingHint.QUEUE
+    )
+    csi_hint = events[(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE)]
+    assert csi_hint is not None
+    old = {"metadata": {"name": "n", "annotations": {}}}
+    new = {"metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "x"}}}
+    assert csi_hint(pod, None, new) == QueueingHint.QUEUE
+    assert csi_hint(pod, old, new) == QueueingHint.QUEUE
+    assert csi_hint(pod, new, copy.deepcopy(new)) == QueueingHint.QUEUE_SKIP
+
+
+def test_non_claim_volumes_are_ignored() -> None:
+    pod = pod_with("p", {"name": "cfg", "configMap": {"name": "c"}}, claim_volume("pvc-a"))
+    nodes = [node_info("node-a")]
+    plugin, _ = _plugin([pvc("pvc-a", "wait-sc", bound_pv="pv-a")], [pv("pv-a", "wait-sc")], nodes)
+    _, statuses = _filter_all(plugin, pod, nodes)
+    assert statuses == [None]
