@@ -1,0 +1,103 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resource fractions stay close together.
+
+Scores ``(1 - std(fractions)) * 100`` over the configured resources using the node's actual
+requests (not the non-zero defaults), and skips best-effort pods as the current reference does
+(so they do not all pile onto the same node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.framework.interface import Code, CycleState, Handle, Plugin, Status
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins.resource_allocation import (
+    ResourceAllocationScorer,
+    ResourceSpec,
+    balanced_score,
+    balanced_score_vector,
+    default_resources,
+)
+
+if TYPE_CHECKING:
+    from kopf_scheduler.cache.snapshot import Snapshot
+
+__all__ = ["NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs"]
+
+NAME = "NodeResourcesBalancedAllocation"
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+
+
+class NodeResourcesBalancedAllocationArgs(BaseModel):
+    """Resources default to cpu and memory; every weight must be 1 (weights are meaningless here)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    resources: list[ResourceSpec] = Field(default_factory=default_resources)
+
+    def model_post_init(self, __context: object) -> None:
+        if not self.resources:
+            self.resources = default_resources()
+
+    @model_validator(mode="after")
+    def _validate(self) -> NodeResourcesBalancedAllocationArgs:
+        errs = []
+        seen: set[str] = set()
+        for i, res in enumerate(self.resources):
+            if res.name in seen:
+                errs.append(f'resources[{i}].name: Duplicate value: "{res.name}"')
+            seen.add(res.name)
+            if res.weight != 1:
+                errs.append(f"resources[{i}].weight: Invalid value: {res.weight}: must be 1")
+        if errs:
+            raise ValueError("; ".join(errs))
+        return self
+
+
+@dataclass(slots=True)
+class _PreScoreState:
+    pod_requests: list[int]
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+class NodeResourcesBalancedAllocation(Plugin):
+    """PreScore, Score (with a numpy form)."""
+
+    name = NAME
+    Args = NodeResourcesBalancedAllocationArgs
+
+    def __init__(
+        self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None
+    ) -> None:
+        args = args if args is not None else NodeResourcesBalancedAllocationArgs()
+        super().__init__(args, handle)
+        self.scorer = ResourceAllocationScorer(
+            args.resources, balanced_score, balanced_score_vector, use_requested=True
+        )
+
+    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+        requests = self.scorer.pod_requests(pod)
+        if not any(requests):
+            return Status(Code.SKIP)  # best-effort pod
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests))
+        return None
+
+    def _pod_requests(self, state: CycleState, pod: PodSpec) -> list[int]:
+        s = state.get(PRE_SCORE_STATE_KEY)
+        return s.pod_requests if isinstance(s, _PreScoreState) else self.scorer.pod_requests(pod)
+
+    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+        return self.scorer.score(node_info, self._pod_requests(state, pod)), None
+
+    def score_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+    ) -> np.ndarray | None:
+        return self.scorer.score_rows(snapshot, idx, self._pod_requests(state, pod))
