@@ -81,7 +81,7 @@ def plugin(snap: Any, **args: Any) -> InterPodAffinity:
 
 SEC = {"service": "securityscan"}
 
-FILTER_CASES: list[tuple[str, list[Any], list[Any], Any, dict[str, Any]]] = [
+FILTER_CASES: list[tuple[str, list[Any], list[Any], Any, dict[str, Any] | None]] = [
     (
         "required affinity In matches an existing pod: its whole region fits",
         nodes3(),
