@@ -99,16 +99,29 @@ def filter_pods_with_pdb_violation(
     is the violating one. A pod already in a PDB's disruptedPods was counted by the apiserver.
     """
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    # Index PDBs by one required label so each pod is matched only against plausible PDBs; the
+    # budgets are independent, so the order PDBs are checked in does not change the outcome.
+    by_label: dict[tuple[str, str], list[int]] = {}
+    unindexed: list[int] = []
+    for i, pdb in enumerate(pdbs):
+        selector = pdb.selector
+        if selector is None or selector.is_empty():
+            continue  # a nil or empty selector matches nothing
+        if selector.match_labels:
+            by_label.setdefault(selector.match_labels[0], []).append(i)
+        else:
+            unindexed.append(i)
     violating: list[PodSpec] = []
     non_violating: list[PodSpec] = []
     for pod in pods:
         violated = False
         if pod.labels:  # a pod without labels matches no PDB
-            for i, pdb in enumerate(pdbs):
+            candidates = [i for item in pod.labels.items() for i in by_label.get(item, ())]
+            for i in sorted(candidates + unindexed):
+                pdb = pdbs[i]
                 if pdb.namespace != pod.namespace:
                     continue
-                selector = pdb.selector
-                if selector is None or selector.is_empty() or not selector.matches(pod.labels):
+                if pdb.selector is None or not pdb.selector.matches(pod.labels):
                     continue
                 if pod.name in pdb.disrupted_pods:
                     continue

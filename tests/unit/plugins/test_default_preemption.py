@@ -1028,6 +1028,29 @@ def test_terminating_victim_on_nominated_node_stops_post_filter() -> None:
             [],
             id="invalid selector matches nothing",
         ),
+        pytest.param(
+            [pod("a", labels={"app": "x", "tier": "db"}), pod("b", labels={"tier": "db"})],
+            [
+                {
+                    "metadata": {"name": "expr", "namespace": "default"},
+                    "spec": {
+                        "selector": {
+                            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["db"]}]
+                        }
+                    },
+                    "status": {"disruptionsAllowed": 1},
+                },
+                pdb("lbl", {"app": "x", "tier": "db"}, 0),
+            ],
+            ["a", "b"],
+            id="expression-only selector and multi-label selector",
+        ),
+        pytest.param(
+            [pod("a", labels={"app": "x", "tier": "web"})],
+            [pdb("lbl", {"app": "x", "tier": "db"}, 0)],
+            [],
+            id="all matchLabels must match",
+        ),
     ],
 )
 def test_filter_pods_with_pdb_violation(
