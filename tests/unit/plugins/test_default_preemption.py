@@ -1134,3 +1134,88 @@ def test_pre_enqueue_waits_while_preemption_is_running() -> None:
     assert plugin.pre_enqueue(p) is None
     (hint,) = plugin.events_to_register()
     assert hint.hint is not None and int(hint.hint(p, None, None)) == 0
+
+
+# --- through the real Framework (the reference's TestPreempt) --------------------------------------
+
+SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]},
+    }
+    for key in ("zone", "hostname")
+]
+
+PREEMPT_CASES: list[dict[str, Any]] = [
+    {
+        "id": "basic preemption logic",
+        "pod": pod("p", priority=HIGH, req=VERY_LARGE, preemptionPolicy="PreemptLowerPriority"),
+        "pods": [
+            pod("p1.1", node="node1", priority=LOW, req=SMALL),
+            pod("p1.2", node="node1", priority=LOW, req=SMALL),
+            pod("p2.1", node="node2", priority=HIGH, req=LARGE),
+            pod("p3.1", node="node3", priority=MID, req=MEDIUM),
+        ],
+        "nodes": [node("node1"), node("node2"), node("node3")],
+        "plugins": ["NodeResourcesFit"],
+        "want": ("node1", ["p1.1", "p1.2"]),
+    },
+    {
+        "id": "preemption for topology spread constraints",
+        "pod": pod("p", priority=HIGH, labels={"foo": ""}, topologySpreadConstraints=SPREAD),
+        "pods": [
+            pod("p-a1", node="node-a", priority=HIGH, labels={"foo": ""}),
+            pod("p-a2", node="node-a", priority=HIGH, labels={"foo": ""}),
+            pod("p-b1", node="node-b", priority=LOW, labels={"foo": ""}),
+            pod("p-x1", node="node-x", priority=HIGH, labels={"foo": ""}),
+            pod("p-x2", node="node-x", priority=HIGH, labels={"foo": ""}),
+        ],
+        "nodes": [
+            node(n, labels={"hostname": n, "zone": z})
+            for n, z in (("node-a", "zone1"), ("node-b", "zone1"), ("node-x", "zone2"))
+        ],
+        "plugins": ["PodTopologySpread"],
+        "want": ("node-b", ["p-b1"]),
+    },
+    {
+        "id": "no preempting in pod",
+        "pod": pod("p", priority=HIGH, req=VERY_LARGE, preemptionPolicy="Never"),
+        "pods": [
+            pod("p1.1", node="node1", priority=LOW, req=SMALL),
+            pod("p1.2", node="node1", priority=LOW, req=SMALL),
+        ],
+        "nodes": [node("node1")],
+        "plugins": ["NodeResourcesFit"],
+        "want": None,
+    },
+]
+
+
+@pytest.mark.parametrize("case", PREEMPT_CASES, ids=[c["id"] for c in PREEMPT_CASES])
+def test_preempt_through_framework(case: dict[str, Any]) -> None:
+    from kopf_scheduler.config.profile import load_profile
+    from kopf_scheduler.framework.runtime import Framework
+
+    enabled = [{"name": n} for n in ["PrioritySort", *case["plugins"], "DefaultPreemption", "DefaultBinder"]]
+    profile = load_profile(
+        {"schedulerName": "t", "plugins": {"multiPoint": {"disabled": [{"name": "*"}], "enabled": enabled}}}
+    )
+    stand_in = StandInHandle(case["nodes"], case["pods"], [])
+    fw = Framework(profile, snapshot=stand_in.snapshot, objects={}, nominator=Nominator())
+    state = CycleState()
+    _, status, _ = fw.run_pre_filter_plugins(state, case["pod"])
+    assert status is None or status.is_success()
+    node_statuses = NodeToStatus()
+    for info in fw.snapshot.list():
+        st = fw.run_filter_plugins(state, case["pod"], info)
+        assert st is not None and st.code == U, st
+        node_statuses.set(info.name, st)
+    result, status = fw.run_post_filter_plugins(state, case["pod"], node_statuses)
+    if case["want"] is None:
+        assert result is None and status.code == U
+        assert status.reasons == ["preemption: not eligible due to preemptionPolicy=Never."]
+    else:
+        assert status.is_success() and result is not None
+        assert (result.nominated_node_name, sorted(v.name for v in result.victims)) == case["want"]
