@@ -1,0 +1,446 @@
+"""The operator: Kopf for SchedulerProfiles, peering and probes; lean informers for the cache.
+
+Run with ``kopf-scheduler run`` or ``kopf run -m kopf_scheduler.cluster.operator``. Kopf is
+configured to write nothing to pods and nodes (it never sees them: see ``informer.py`` for why
+they are not Kopf handlers) and nothing to SchedulerProfiles but their status: only ``on.event``
+handlers (no finalizers, no progress or last-handled-configuration annotations) and no Kopf
+event posting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.cluster import metrics
+from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
+from kopf_scheduler.cluster.connection import Credentials, load_credentials
+from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
+from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
+from kopf_scheduler.cluster.leader import PEERING_PATH, LeaderGate, start_priority
+from kopf_scheduler.cluster.profiles import ProfileController
+from kopf_scheduler.framework.client import ApiError, Conflict, NotFound
+
+__all__ = ["Options", "SchedulerRuntime", "configure"]
+
+logger = logging.getLogger(__name__)
+
+PROFILES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+# Terminal pods hold no resources: kube-scheduler's pod informer excludes them the same way.
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+# Kinds the plugins read through handle.objects, with their collection paths.
+OBJECT_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
+    ResourceKind("PersistentVolume", "/api/v1/persistentvolumes"),
+    ResourceKind("StorageClass", "/apis/storage.k8s.io/v1/storageclasses"),
+    ResourceKind("CSINode", "/apis/storage.k8s.io/v1/csinodes"),
+    ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
+    ResourceKind("Namespace", "/api/v1/namespaces"),
+    ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
+)
+
+
+def _identity() -> str:
+    """Kopf reads ``$POD_ID`` for its peering identity; we fix it first so the gate knows it."""
+    if not os.environ.get("POD_ID"):
+        rnd = "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=5))
+        os.environ["POD_ID"] = f"{socket.gethostname()}-{os.getpid()}-{rnd}"
+    return os.environ["POD_ID"]
+
+
+@dataclass
+class Options:
+    kubeconfig: str | None = None
+    context: str | None = None
+    peering: str = "kopf-scheduler"
+    standalone: bool = False
+    priority: int | None = None
+    peering_lifetime: int = 10
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int | None = 8080
+    max_in_flight: int = 64
+    parallel_binds: int = 64
+    stuck_after: float = 30.0
+    namespaces: tuple[str, ...] = ()  # schedule only these namespaces' pods (all count on nodes)
+    identity: str = field(default_factory=_identity)
+
+
+class PrometheusMetrics:
+    """The Scheduler's MetricsRecorder seam, into prometheus-client."""
+
+    def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
+        metrics.SCHEDULE_ATTEMPTS.labels(result, profile).inc()
+        metrics.SCHEDULING_ATTEMPT_LATENCY.labels(result, profile).observe(seconds)
+
+    def pod_scheduled(self, profile: str, seconds: float, attempts: int) -> None:
+        pass  # the e2e figure is taken at bind time from the pod's creation (InstrumentedClient)
+
+    def binding(self, ok: bool, seconds: float) -> None:
+        pass
+
+    def preemption(self, victims: int) -> None:
+        pass
+
+
+class InstrumentedClient(KubeClusterClient):
+    """Counts bind errors and the creation-to-bind latency where they are observed: at the API."""
+
+    first_bind_at: float | None = None  # time.monotonic() of the first successful bind
+
+    async def bind(self, pod: PodSpec, node_name: str) -> None:
+        try:
+            await super().bind(pod, node_name)
+        except Conflict:
+            metrics.BIND_ERRORS.labels("conflict").inc()
+            raise
+        except NotFound:
+            metrics.BIND_ERRORS.labels("not_found").inc()
+            raise
+        except ApiError:
+            metrics.BIND_ERRORS.labels("api").inc()
+            raise
+        if self.first_bind_at is None:
+            self.first_bind_at = time.monotonic()
+        if pod.creation_timestamp:
+            e2e = max(0.0, time.time() - pod.creation_timestamp)
+            metrics.E2E_LATENCY.labels(pod.scheduler_name).observe(e2e)
+
+
+class SchedulerRuntime:
+    """Everything that runs next to Kopf: informers -> EventHandlers -> Scheduler -> client."""
+
+    def __init__(self, options: Options, credentials: Credentials | None = None) -> None:
+        from kopf_scheduler.cache.cache import Cache
+        from kopf_scheduler.eventhandlers import EventHandlers
+        from kopf_scheduler.queue.nominator import Nominator
+        from kopf_scheduler.queue.scheduling_queue import PriorityQueue
+        from kopf_scheduler.scheduler import ProfileSet, Scheduler
+
+        self.options = options
+        self.started = time.monotonic()
+        self.credentials = credentials or load_credentials(options.kubeconfig, options.context)
+        self.api = ApiClient(self.credentials, max_in_flight=options.max_in_flight)
+        self.client = InstrumentedClient(self.api, instance=f"kopf-scheduler-{options.identity}")
+        self.cache = Cache()
+        self.queue = PriorityQueue(nominator=Nominator())
+        self.profiles = ProfileSet()
+        self.scheduler = Scheduler(
+            self.cache,
+            self.queue,
+            self.client,
+            self.profiles,
+            parallel_binds=options.parallel_binds,
+            metrics=PrometheusMetrics(),
+            objects=self.cache.objects,
+        )
+        self.handlers = EventHandlers(self.cache, self.queue, self.is_responsible)
+        self.controller = ProfileController(self.profiles, self.write_profile_status, self.profiles_changed)
+        if options.standalone:
+            self.leader = LeaderGate.standalone()
+        else:
+            priority = options.priority if options.priority is not None else start_priority()
+            self.leader = LeaderGate(self.api, options.peering, options.identity, priority)
+        self.health = metrics.Health(stuck_after=options.stuck_after)
+        self.health.checks["tasks"] = self._dead_task
+        self.pods: Informer[PodSpec] = Informer(
+            self.api,
+            ResourceKind("Pod", "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR}),
+            InformerHandlers(
+                parse=parse_pod,
+                add=self.handlers.add_pod,
+                update=self.handlers.update_pod,
+                delete=self.handlers.delete_pod,
+                invalid=self._invalid_pod,
+            ),
+        )
+        self.nodes: Informer[NodeSpec] = Informer(
+            self.api,
+            ResourceKind("Node", "/api/v1/nodes"),
+            InformerHandlers(
+                parse=parse_node,
+                add=self.handlers.add_node,
+                update=self.handlers.update_node,
+                delete=self.handlers.delete_node,
+            ),
+        )
+        self.object_informers: list[Informer[Mapping[str, Any]]] = [
+            Informer(self.api, kind, self._object_handlers(kind.kind)) for kind in OBJECT_KINDS
+        ]
+        self.synced = asyncio.Event()
+        self.sync_seconds: float | None = None
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._invalid_reported: dict[str, str] = {}
+        self._server: Any = None
+
+    # -- wiring --
+
+    def is_responsible(self, pod: PodSpec) -> bool:
+        if self.options.namespaces and pod.namespace not in self.options.namespaces:
+            return False
+        return pod.scheduler_name in self.profiles
+
+    def _object_handlers(self, kind: str) -> InformerHandlers[Mapping[str, Any]]:
+        return InformerHandlers(
+            parse=lambda raw: raw,
+            add=lambda raw: self.handlers.add_object(kind, raw),
+            update=lambda old, new: self.handlers.update_object(kind, old, new),
+            delete=lambda raw: self.handlers.delete_object(kind, raw),
+        )
+
+    def _invalid_pod(self, raw: Mapping[str, Any], exc: ObjectError) -> None:
+        """A pod we cannot parse but must schedule: say why on the pod (once per resourceVersion)."""
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        if spec.get("nodeName") or (spec.get("schedulerName") or "default-scheduler") not in self.profiles:
+            return
+        if self.options.namespaces and meta.get("namespace") not in self.options.namespaces:
+            return
+        uid = str(meta.get("uid") or "")
+        rv = str(meta.get("resourceVersion") or "")
+        if self._invalid_reported.get(uid) == rv or not self.leader.leading.is_set():
+            return
+        self._invalid_reported[uid] = rv
+        pod = PodSpec(uid=uid, namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")),
+                      scheduler_name=str(spec.get("schedulerName")), raw=raw)  # fmt: skip
+        report = self.client.record_failed(pod, "SchedulerError", f"invalid pod: {exc}")
+        self._spawn(f"report-invalid-{uid}", report)
+
+    def profiles_changed(self, added: set[str], removed: set[str]) -> None:
+        """A new schedulerName adopts its already-listed pending pods; a removed one releases them."""
+        for _, pod in list(self.pods.store.values()):
+            if pod.node_name or (self.options.namespaces and pod.namespace not in self.options.namespaces):
+                continue
+            if pod.scheduler_name in added:
+                self.handlers.add_pod(pod)
+            elif pod.scheduler_name in removed:
+                self.queue.delete(pod)
+
+    async def write_profile_status(self, name: str, status: dict[str, Any]) -> None:
+        if not self.leader.leading.is_set():
+            return  # the leader owns the status; a standby only keeps its profiles current
+        try:
+            await self.api.request(
+                "PATCH",
+                f"{PROFILES_PATH}/{name}/status",
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
+        except NotFound:
+            pass
+        except ApiError as exc:
+            logger.warning("Failed to write the status of SchedulerProfile %s: %s", name, exc)
+
+    async def resync_profiles(self) -> None:
+        items: list[Mapping[str, Any]] = []
+        try:
+            async for page, _ in self.api.list_pages(PROFILES_PATH):
+                items.extend(page)
+        except NotFound:
+            logger.warning("The SchedulerProfile CRD is not installed; only the built-in default is served")
+            return
+        await self.controller.resync(items)
+
+    async def ensure_peering_object(self) -> None:
+        if self.options.standalone:
+            return
+        body = {
+            "apiVersion": "kopf.dev/v1",
+            "kind": "ClusterKopfPeering",
+            "metadata": {"name": self.options.peering},
+        }
+        with contextlib.suppress(Conflict):
+            await self.api.request("POST", PEERING_PATH, body=body)
+
+    # -- tasks --
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks[name] = task
+        if name.startswith("report-"):  # fire-and-forget writes: forget them when done
+            task.add_done_callback(lambda _: self._tasks.pop(name, None))
+        return task
+
+    def _dead_task(self) -> str | None:
+        for name, task in self._tasks.items():
+            if task.done() and not name.startswith("report-"):
+                exc = None if task.cancelled() else task.exception()
+                return f"{name} ended: {exc!r}"
+        return None
+
+    def informers(self) -> list[Informer[Any]]:
+        return [self.nodes, self.pods, *self.object_informers]
+
+    async def start(self) -> None:
+        if self.options.metrics_port is not None:
+            self._server = metrics.serve(self.health, self.options.metrics_host, self.options.metrics_port)
+        self._spawn("heartbeat", self.health.heartbeat())
+        for informer in self.informers():
+            self._spawn(f"informer-{informer.kind}", informer.run())
+        self._spawn("leader", self.leader.run() if not self.options.standalone else asyncio.Event().wait())
+        self._spawn("pending-gauge", self._pending_gauge())
+        self._spawn("scheduling", self._schedule_while_leading())
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers()))
+        if not self.synced.is_set():
+            self.sync_seconds = time.monotonic() - self.started
+            metrics.SYNC_SECONDS.set(self.sync_seconds)
+            logger.info("Initial listing complete in %.2fs: %d nodes, %d pods",
+                        self.sync_seconds, len(self.nodes.store), len(self.pods.store))  # fmt: skip
+            self.synced.set()
+            self.health.ready = True
+
+    async def _schedule_while_leading(self) -> None:
+        """Schedule only with a complete view and only while elected; hand over cleanly otherwise."""
+        await self.wait_synced()
+        while True:
+            await self.leader.leading.wait()
+            metrics.LEADER.set(1)
+            await self.resync_profiles()  # Kopf's CR watch was paused while we stood by
+            run = asyncio.ensure_future(self.scheduler.run())
+            lost = asyncio.ensure_future(self.leader.standby.wait())
+            await asyncio.wait({run, lost}, return_when=asyncio.FIRST_COMPLETED)
+            metrics.LEADER.set(0)
+            self.scheduler.stop()
+            lost.cancel()
+            await run
+            await self.scheduler.wait_for_bindings()
+            if not self.leader.standby.is_set():
+                raise RuntimeError("the scheduling loop ended while leading")
+
+    async def _pending_gauge(self) -> None:
+        while True:
+            for queue, count in self.queue.pending_pods().items():
+                metrics.PENDING_PODS.labels(queue).set(count)
+            await asyncio.sleep(2.0)
+
+    async def stop(self) -> None:
+        self.scheduler.stop()
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.scheduler.wait_for_bindings(), 10)
+        await self.api.close()
+        metrics.stop(self._server)
+
+    @property
+    def first_bind_seconds(self) -> float | None:
+        at = self.client.first_bind_at
+        return None if at is None else at - self.started
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "leading": self.leader.leading.is_set(),
+            "synced": self.synced.is_set(),
+            "sync_seconds": self.sync_seconds,
+            "first_bind_seconds": self.first_bind_seconds,
+            "nodes": len(self.nodes.store),
+            "pods": len(self.pods.store),
+            "pending": self.queue.pending_pods(),
+            "profiles": self.profiles.names(),
+        }
+
+
+# --- Kopf wiring ----------------------------------------------------------------------------------
+
+_OPTIONS = Options()
+_RUNTIME: SchedulerRuntime | None = None
+
+
+def configure(options: Options) -> None:
+    """Set the options before Kopf starts (``run.py``); ``kopf run -m`` uses the defaults/env."""
+    global _OPTIONS
+    _OPTIONS = options
+
+
+def _env_options() -> Options:
+    opts = _OPTIONS
+    if os.environ.get("KOPF_SCHEDULER_KUBECONFIG") and not opts.kubeconfig:
+        opts.kubeconfig = os.environ["KOPF_SCHEDULER_KUBECONFIG"]
+    if os.environ.get("KOPF_SCHEDULER_METRICS_PORT"):
+        port = int(os.environ["KOPF_SCHEDULER_METRICS_PORT"])
+        opts.metrics_port = port if port > 0 else None
+    return opts
+
+
+@kopf.on.login()
+def login(**_: Any) -> kopf.ConnectionInfo:
+    opts = _env_options()
+    creds = _RUNTIME.credentials if _RUNTIME is not None else load_credentials(opts.kubeconfig, opts.context)
+    return creds.connection_info()
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    global _RUNTIME
+    opts = _env_options()
+    # Peering is our leader election. Kopf's CLI options win where given (``kopf run --peering``).
+    if settings.peering.name != "default" or opts.peering == "default":
+        opts.peering = settings.peering.name
+    else:
+        settings.peering.name = opts.peering
+    opts.standalone = opts.standalone or settings.peering.standalone
+    settings.peering.standalone = opts.standalone
+    settings.peering.clusterwide = True
+    settings.peering.mandatory = not opts.standalone
+    if opts.priority is None:
+        opts.priority = settings.peering.priority or start_priority()
+    settings.peering.priority = opts.priority
+    # Keep-alives every 1-5 s; a SIGKILLed leader's record expires after `lifetime` seconds.
+    settings.peering.lifetime = opts.peering_lifetime
+    settings.peering.stealth = True
+    # Write nothing Kopf-specific anywhere: no k8s events from Kopf, no CRD scanning (no RBAC).
+    settings.posting.enabled = False
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 30
+    settings.execution.max_workers = 4
+    runtime = SchedulerRuntime(opts)
+    await runtime.ensure_peering_object()
+    await runtime.start()
+    _RUNTIME = runtime
+
+
+@kopf.on.cleanup()
+async def cleanup(**_: Any) -> None:
+    global _RUNTIME
+    if _RUNTIME is not None:
+        await _RUNTIME.stop()
+        _RUNTIME = None
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def profile_event(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
+    """Event handler only: no finalizer and no annotations on SchedulerProfiles; status via /status."""
+    if _RUNTIME is None:
+        return
+    if event.get("type") == "DELETED":
+        _RUNTIME.controller.delete(body)
+    else:
+        await _RUNTIME.controller.apply(dict(body))
+
+
+@kopf.on.probe(id="scheduler")
+def probe(**_: Any) -> Mapping[str, Any]:
+    if _RUNTIME is None:
+        raise RuntimeError("not started")
+    live, why = _RUNTIME.health.live()
+    if not live:
+        raise RuntimeError(why)
+    return _RUNTIME.stats()
+

@@ -1,0 +1,73 @@
+"""``kopf-scheduler run``: the operator against a cluster (kubeconfig or in-cluster).
+
+Equivalent to ``kopf run -m kopf_scheduler.cluster.operator --all-namespaces --peering NAME``
+with the environment variables ``KOPF_SCHEDULER_*``; this command adds the scheduler's own flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", default=os.environ.get("KOPF_SCHEDULER_KUBECONFIG"),
+                        help="kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)")  # fmt: skip
+    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    parser.add_argument("--namespace", action="append", default=[],
+                        help="schedule only pods of these namespaces (repeatable; pods of all namespaces "
+                             "still count on their nodes). Default: all namespaces")  # fmt: skip
+    parser.add_argument("--peering", default=os.environ.get("KOPF_SCHEDULER_PEERING", "kopf-scheduler"),
+                        help="ClusterKopfPeering object used for leader election")  # fmt: skip
+    parser.add_argument("--standalone", action="store_true", help="no leader election (one replica only)")
+    parser.add_argument("--priority", type=int, default=None,
+                        help="peering priority (default: from the start time; older lead)")  # fmt: skip
+    parser.add_argument("--peering-lifetime", type=int, default=10,
+                        help="seconds until a silent leader is presumed dead")  # fmt: skip
+    port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT", 8080))
+    parser.add_argument("--metrics-port", type=int, default=port,
+                        help="port of /metrics, /healthz and /readyz (0: off)")  # fmt: skip
+    parser.add_argument("--metrics-host", default="0.0.0.0")
+    parser.add_argument("--max-in-flight", type=int, default=64, help="bound on concurrent API requests")
+    parser.add_argument("--parallel-binds", type=int, default=64, help="bound on concurrent binding cycles")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument("--debug", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from kopf_scheduler.cluster import operator
+
+    options = operator.Options(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        peering=args.peering,
+        standalone=args.standalone,
+        priority=args.priority,
+        peering_lifetime=args.peering_lifetime,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port or None,
+        max_in_flight=args.max_in_flight,
+        parallel_binds=args.parallel_binds,
+        namespaces=tuple(args.namespace),
+    )
+    operator.configure(options)
+    kopf.configure(verbose=args.verbose, debug=args.debug)
+    if not (args.verbose or args.debug):
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+        logging.getLogger("kopf_scheduler").setLevel(logging.INFO)
+    asyncio.run(
+        kopf.operator(
+            clusterwide=True,
+            standalone=args.standalone,
+            peering_name=None if args.standalone else args.peering,
+            priority=options.priority,
+            identity=options.identity,  # type: ignore[arg-type]
+        )
+    )
+    return 0
