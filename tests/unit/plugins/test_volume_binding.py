@@ -293,6 +293,7 @@ def test_smallest_fitting_pv_is_chosen() -> None:
         pv("too-small", "wait-sc", capacity="1Gi"),
         pv("big", "wait-sc", capacity="100Gi"),
         pv("just-right", "wait-sc", capacity="10Gi"),
+        pv("bigger", "wait-sc", capacity="20Gi"),
         pv("other-class", "wait-hdd-sc", capacity="5Gi"),
         pv("released", "wait-sc", capacity="5Gi", phase="Released"),
         pv("rox-only", "wait-sc", capacity="5Gi", access_modes=["ReadOnlyMany"]),
