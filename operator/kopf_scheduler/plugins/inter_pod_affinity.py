@@ -318,6 +318,8 @@ class InterPodAffinity(Plugin):
             frozenset(ns_labels.items()),
         )
 
+        sid = self._memo.scope(signature)
+
         def per_node(info: NodeInfo) -> list[Pair]:
             node = info.node
             if node is None:
@@ -333,7 +335,7 @@ class InterPodAffinity(Plugin):
 
         counts: dict[Pair, int] = {}
         for info in nodes:
-            for pair in self._memo.get(info, signature, per_node):
+            for pair in self._memo.get(info, sid, per_node):
                 counts[pair] = counts.get(pair, 0) + 1
         return counts
 
@@ -344,6 +346,8 @@ class InterPodAffinity(Plugin):
         if not aff_terms and not anti_terms:
             return {}, {}
         signature = ("incoming", aff_terms, anti_terms)
+
+        sid = self._memo.scope(signature)
 
         def per_node(info: NodeInfo) -> tuple[list[Pair], list[Pair]]:
             node = info.node
@@ -368,7 +372,7 @@ class InterPodAffinity(Plugin):
         aff_counts: dict[Pair, int] = {}
         anti_counts: dict[Pair, int] = {}
         for info in nodes:
-            aff, anti = self._memo.get(info, signature, per_node)
+            aff, anti = self._memo.get(info, sid, per_node)
             for pair in aff:
                 aff_counts[pair] = aff_counts.get(pair, 0) + 1
             for pair in anti:
@@ -528,6 +532,8 @@ class InterPodAffinity(Plugin):
             hard_weight,
         )
 
+        sid = self._memo.scope(signature)
+
         def per_node(info: NodeInfo) -> dict[Pair, int]:
             node = info.node
             out: dict[Pair, int] = {}
@@ -561,7 +567,7 @@ class InterPodAffinity(Plugin):
 
         topology_score: dict[str, dict[str, int]] = {}
         for info in to_visit:
-            for (key, value), weight in self._memo.get(info, signature, per_node).items():
+            for (key, value), weight in self._memo.get(info, sid, per_node).items():
                 per_key = topology_score.setdefault(key, {})
                 per_key[value] = per_key.get(value, 0) + weight
         if not topology_score:

@@ -185,6 +185,7 @@ class PreScoreState:
     ignored_mask: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # filtered-node order
     topology_value_to_pod_counts: list[dict[str, int]] = field(default_factory=list)
     topology_normalizing_weight: list[float] = field(default_factory=list)
+    count_sids: list[int] = field(default_factory=list)  # NodeMemo signature ids of the constraints
 
     def clone(self) -> PreScoreState:
         return self
@@ -247,13 +248,14 @@ class PodTopologySpread(Plugin):
             for c in constraints
         ]
 
-    def _count(self, info: NodeInfo, c: SpreadConstraint, namespace: str) -> int:
+    def _count_sid(self, c: SpreadConstraint, namespace: str) -> int:
+        return self._memo.scope((c.selector, namespace))
+
+    def _count(self, info: NodeInfo, c: SpreadConstraint, namespace: str, sid: int) -> int:
         sel = c.selector
         if sel is None or sel.is_empty():
             return 0
-        return self._memo.get(
-            info, (sel, namespace), lambda ni: count_pods_match_selector(ni.pods, sel, namespace)
-        )
+        return self._memo.get(info, sid, lambda ni: count_pods_match_selector(ni.pods, sel, namespace))
 
     # -- PreFilter --
 
@@ -269,6 +271,7 @@ class PodTopologySpread(Plugin):
             domains_at_count=[{} for _ in constraints],
             tp_value_to_match_num=[{} for _ in constraints],
         )
+        sids = [self._count_sid(c, pod.namespace) for c in constraints]
         need_affinity = any(c.node_affinity_policy == "Honor" for c in constraints)
         for info in nodes:
             node = info.node
@@ -280,7 +283,7 @@ class PodTopologySpread(Plugin):
                     continue
                 value = node.labels[c.topology_key]
                 counts = s.tp_value_to_match_num[i]
-                counts[value] = counts.get(value, 0) + self._count(info, c, pod.namespace)
+                counts[value] = counts.get(value, 0) + self._count(info, c, pod.namespace, sids[i])
         for i in range(len(constraints)):
             hist = s.domains_at_count[i]
             for num in s.tp_value_to_match_num[i].values():
@@ -392,6 +395,7 @@ class PodTopologySpread(Plugin):
         for i, c in enumerate(constraints):
             size = len(nodes) - len(s.ignored_nodes) if c.topology_key == HOSTNAME_LABEL else topo_size[i]
             s.topology_normalizing_weight.append(_topology_normalizing_weight(size))
+        s.count_sids = [self._count_sid(c, pod.namespace) for c in constraints]
         need_affinity = any(c.node_affinity_policy == "Honor" for c in constraints)
         for info in all_nodes:
             node = info.node
@@ -407,7 +411,7 @@ class PodTopologySpread(Plugin):
                 value = node.labels.get(c.topology_key, "")
                 if value not in counts:
                     continue
-                counts[value] += self._count(info, c, pod.namespace)
+                counts[value] += self._count(info, c, pod.namespace, s.count_sids[i])
         state.write(PRE_SCORE_KEY, s)
         return None
 
@@ -426,7 +430,7 @@ class PodTopologySpread(Plugin):
             if value is None:
                 continue
             if c.topology_key == HOSTNAME_LABEL:
-                cnt = self._count(node_info, c, pod.namespace)
+                cnt = self._count(node_info, c, pod.namespace, s.count_sids[i])
             else:
                 cnt = s.topology_value_to_pod_counts[i].get(value, 0)
             total += _score_for_count(cnt, c.max_skew, s.topology_normalizing_weight[i])
@@ -445,7 +449,9 @@ class PodTopologySpread(Plugin):
             rows = codes[idx]
             if c.topology_key == HOSTNAME_LABEL:
                 cnt = np.fromiter(
-                    (self._count(infos[r], c, pod.namespace) for r in idx), dtype=np.int64, count=len(idx)
+                    (self._count(infos[r], c, pod.namespace, s.count_sids[i]) for r in idx),
+                    dtype=np.int64,
+                    count=len(idx),
                 )
             else:
                 cnt = lookup_array(values, s.topology_value_to_pod_counts[i])[rows + 1]

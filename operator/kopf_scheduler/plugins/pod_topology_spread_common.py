@@ -108,19 +108,33 @@ def lookup_array(values: Mapping[str, int], table: Mapping[str, int], default: i
 
 
 class NodeMemo:
-    """Per-node results keyed by (node name, generation, signature); generation 0 is never cached."""
+    """Per-node results keyed by (node name, generation, signature id); generation 0 is never cached.
 
-    __slots__ = ("_data", "_limit")
+    A signature (whatever the per-node result depends on besides the node itself) is interned once
+    per cycle with :meth:`scope`, so the per-node lookups hash small tuples only.
+    """
+
+    __slots__ = ("_data", "_limit", "_sigs")
 
     def __init__(self, limit: int = 1 << 18) -> None:
-        self._data: dict[tuple[str, int, Hashable], Any] = {}
+        self._data: dict[tuple[str, int, int], Any] = {}
+        self._sigs: dict[Hashable, int] = {}
         self._limit = limit
 
-    def get(self, info: NodeInfo, signature: Hashable, compute: Callable[[NodeInfo], T]) -> T:
+    def scope(self, signature: Hashable) -> int:
+        sid = self._sigs.get(signature)
+        if sid is None:
+            if len(self._sigs) >= 4096:  # ids are about to be reused: forget what they named
+                self._sigs.clear()
+                self._data.clear()
+            sid = self._sigs[signature] = len(self._sigs)
+        return sid
+
+    def get(self, info: NodeInfo, sid: int, compute: Callable[[NodeInfo], T]) -> T:
         gen = info.generation
         if gen <= 0:
             return compute(info)
-        key = (info.name, gen, signature)
+        key = (info.name, gen, sid)
         try:
             return self._data[key]
         except KeyError:
