@@ -377,7 +377,7 @@ class PriorityQueue:
         self.scheduling_cycle = 0
         self.move_request_cycle = -1
         self._in_flight: dict[str, int] = {}  # uid -> sequence number of the first event it may see
-        self._in_flight_latest: dict[str, PodSpec] = {}
+        self._in_flight_pods: dict[str, PodSpec] = {}
         self._deleted_in_flight: set[str] = set()
         self._events: deque[_InFlightEvent] = deque()
         self._event_seq = 0
@@ -516,7 +516,7 @@ class PriorityQueue:
             self.update(existing.pod, pod)
             return
         if pod.uid in self._in_flight:
-            self._in_flight_latest[pod.uid] = pod
+            self._in_flight_pods[pod.uid] = pod
             return
         if self._move_to_active(self._new_qpi(pod), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
@@ -527,7 +527,7 @@ class PriorityQueue:
         events = pod_scheduling_properties_change(old, new) if self.queueing_hints else []
         if uid in self._in_flight:
             # It comes back through add_unschedulable_if_not_present; replay the update then.
-            self._in_flight_latest[uid] = new
+            self._in_flight_pods[uid] = new
             if self.queueing_hints:
                 for ev in events:
                     self._record_event(ev, old, new)
@@ -612,7 +612,7 @@ class PriorityQueue:
         qpi.pending_plugins.clear()
         self.scheduling_cycle += 1
         self._in_flight[qpi.uid] = self._event_seq
-        self._in_flight_latest.pop(qpi.uid, None)
+        self._in_flight_pods[qpi.uid] = qpi.pod
         self._deleted_in_flight.discard(qpi.uid)
         return qpi
 
@@ -629,7 +629,7 @@ class PriorityQueue:
         """The pod's scheduling (and binding) attempt is over; forget events it no longer needs."""
         if self._in_flight.pop(uid, None) is None:
             return
-        self._in_flight_latest.pop(uid, None)
+        self._in_flight_pods.pop(uid, None)
         self._deleted_in_flight.discard(uid)
         if not self._in_flight:
             self._events.clear()
@@ -642,6 +642,18 @@ class PriorityQueue:
     def in_flight_pods(self) -> list[str]:
         return list(self._in_flight)
 
+    def is_known(self, uid: str) -> bool:
+        """Queued, or being scheduled and not deleted meanwhile."""
+        return self._has(uid) or (uid in self._in_flight and uid not in self._deleted_in_flight)
+
+    def known_pods(self) -> list[PodSpec]:
+        """Every pod the queue holds or is scheduling (latest versions), for re-list reconciliation."""
+        out = [q.pod for q in self._active]
+        out += [q.pod for q in self._backoff]
+        out += [q.pod for q in self._unschedulable.values()]
+        out += [pod for uid, pod in self._in_flight_pods.items() if uid not in self._deleted_in_flight]
+        return out
+
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int) -> None:
         """Put back a pod whose attempt failed: to the pool, or to backoff/active when an event
         seen during its cycle may have made it schedulable."""
@@ -652,7 +664,7 @@ class PriorityQueue:
             if self._has(uid):
                 log.warning("pod %s is already queued; not adding it again", qpi.pod.key)
                 return
-            latest = self._in_flight_latest.get(uid)
+            latest = self._in_flight_pods.get(uid)
             if latest is not None:
                 qpi.pod = latest
             if not qpi.unschedulable_plugins and not qpi.pending_plugins:

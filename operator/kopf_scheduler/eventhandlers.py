@@ -1,0 +1,283 @@
+"""Watch events -> cache and queue (the reference's ``pkg/scheduler/eventhandlers.go``).
+
+Unassigned pods that one of our profiles is responsible for live in the queue; assigned pods of
+any scheduler live in the cache. Every change that may make a waiting pod schedulable is turned
+into a ``ClusterEvent`` for the queue, which moves only the pods whose rejecting plugins care.
+
+The edge hands parsed objects (``PodSpec``/``NodeSpec``; raw dicts for other kinds). Terminal pods
+count as deleted, as the reference's pod informer never lists them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.cache.cache import Cache, CacheError
+from kopf_scheduler.framework.interface import ActionType, ClusterEvent, EventResource
+from kopf_scheduler.queue.scheduling_queue import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
+    PriorityQueue,
+    pod_scheduling_properties_change,
+)
+
+__all__ = ["OBJECT_EVENT_RESOURCES", "EventHandlers", "node_scheduling_properties_change"]
+
+log = logging.getLogger(__name__)
+
+# Kinds whose changes may make pods schedulable; other stored kinds (Namespace, PriorityClass)
+# only feed handle.objects.
+OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
+    "PersistentVolumeClaim": EventResource.PVC,
+    "PersistentVolume": EventResource.PV,
+    "StorageClass": EventResource.STORAGE_CLASS,
+    "CSINode": EventResource.CSI_NODE,
+    "PodDisruptionBudget": EventResource.PDB,
+}
+
+
+def _conditions(node: NodeSpec) -> dict[str, Any]:
+    status = node.raw.get("status") if node.raw else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    out: dict[str, Any] = {}
+    for cond in conditions or ():
+        if isinstance(cond, Mapping):
+            out[str(cond.get("type"))] = cond.get("status")
+    return out
+
+
+def _annotations(node: NodeSpec) -> Any:
+    meta = node.raw.get("metadata") if node.raw else None
+    return meta.get("annotations") or {} if isinstance(meta, Mapping) else {}
+
+
+def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[ClusterEvent]:
+    """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``)."""
+    actions: list[tuple[ActionType, str]] = []
+    if old.unschedulable != new.unschedulable and not new.unschedulable:
+        # Becoming schedulable is like a taint going away.
+        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeSpecUnschedulableChange"))
+    if old.allocatable != new.allocatable:
+        actions.append((ActionType.UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"))
+    if old.labels != new.labels:
+        actions.append((ActionType.UPDATE_NODE_LABEL, "NodeLabelChange"))
+    if old.taints != new.taints:
+        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeTaintChange"))
+    if _conditions(old) != _conditions(new):
+        actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"))
+    if _annotations(old) != _annotations(new):
+        actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"))
+    return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
+
+
+def _le_priority(priority: int) -> Callable[[PodSpec], bool]:
+    return lambda pod: pod.priority <= priority
+
+
+class EventHandlers:
+    """``reject_waiting_pod(uid) -> bool`` may be set by the scheduler so that deleting a pod
+    waiting at Permit rejects it instead of forgetting it under the binding cycle's feet."""
+
+    def __init__(self, cache: Cache, queue: PriorityQueue, is_responsible: Callable[[PodSpec], bool]) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.is_responsible = is_responsible
+        self.reject_waiting_pod: Callable[[str], bool] | None = None
+
+    # -- pods --
+
+    def add_pod(self, pod: PodSpec) -> None:
+        if pod.is_terminal:
+            self.delete_pod(pod)
+            return
+        if pod.node_name:
+            if self.queue.is_known(pod.uid):
+                self.queue.delete(pod)  # bound by someone else while queued
+            self._add_assigned(pod)
+        elif self.is_responsible(pod):
+            if self.cache.is_assumed(pod.uid):
+                return  # being bound by us; a re-list must not queue it again
+            self.queue.add(pod)
+
+    def update_pod(self, old: PodSpec, new: PodSpec) -> None:
+        if new.is_terminal:
+            self.delete_pod(new if new.node_name else old)
+            return
+        if old.node_name:
+            self._update_assigned(old, new)
+        elif new.node_name:
+            # A binding: account it, and make sure it is no longer queued.
+            self._add_assigned(new)
+            if self.is_responsible(old):
+                self.queue.delete(old)
+        elif self.is_responsible(old):
+            self._update_in_queue(old, new)
+
+    def delete_pod(self, pod: PodSpec, *, final_state_unknown: bool = False) -> None:
+        """``final_state_unknown``: the object may be stale (missed the delete), clean up both sides."""
+        if final_state_unknown:
+            self._delete_assigned(pod)
+            if self.is_responsible(pod):
+                self._delete_from_queue(pod)
+            return
+        if pod.node_name:
+            self._delete_assigned(pod)
+        elif self.is_responsible(pod):
+            self._delete_from_queue(pod)
+
+    def _add_assigned(self, pod: PodSpec) -> None:
+        try:
+            self.cache.add_pod(pod)
+        except CacheError:
+            log.exception("cache add_pod failed for %s", pod.key)
+        if self.queue.queueing_hints:
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
+        else:
+            self.queue.assigned_pod_added(pod)
+
+    def _update_assigned(self, old: PodSpec, new: PodSpec) -> None:
+        try:
+            self.cache.update_pod(old, new)
+        except CacheError:
+            log.exception("cache update_pod failed for %s", new.key)
+        for event in pod_scheduling_properties_change(old, new):
+            if self.queue.queueing_hints:
+                self.queue.move_all_to_active_or_backoff(event, old, new)
+            else:
+                self.queue.assigned_pod_updated(old, new, event)
+
+    def _delete_assigned(self, pod: PodSpec) -> None:
+        try:
+            self.cache.remove_pod(pod)
+        except CacheError:
+            log.exception("cache remove_pod failed for %s", pod.key)
+        self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
+
+    def _update_in_queue(self, old: PodSpec, new: PodSpec) -> None:
+        if old.resource_version and old.resource_version == new.resource_version:
+            return  # a resync carrying the same object
+        if self.cache.is_assumed(new.uid):
+            if new.deletion_timestamp and not old.deletion_timestamp:
+                self._handle_assumed_pod_deletion(new)
+            return
+        self.queue.update(old, new)
+        if old.nominated_node_name and old.nominated_node_name != new.nominated_node_name:
+            # Lower-or-equal priority pods treated the nominated pod as if it were on that node.
+            self.queue.move_all_to_active_or_backoff(
+                EVENT_ASSIGNED_POD_DELETE, old, None, _le_priority(old.priority)
+            )
+
+    def _delete_from_queue(self, pod: PodSpec) -> None:
+        self.queue.delete(pod)
+        if self.cache.is_assumed(pod.uid):
+            self._handle_assumed_pod_deletion(pod)
+        elif pod.nominated_node_name:
+            self.queue.move_all_to_active_or_backoff(
+                EVENT_ASSIGNED_POD_DELETE, pod, None, _le_priority(pod.priority)
+            )
+
+    def _handle_assumed_pod_deletion(self, pod: PodSpec) -> None:
+        assumed = self.cache.get_pod(pod.uid)
+        if assumed is None:
+            return
+        rejected = self.reject_waiting_pod is not None and self.reject_waiting_pod(pod.uid)
+        if not rejected:
+            try:
+                self.cache.forget_pod(assumed)
+            except CacheError:
+                log.exception("cache forget_pod failed for %s", pod.key)
+        self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
+
+    # -- nodes --
+
+    def add_node(self, node: NodeSpec) -> None:
+        self.cache.add_node(node)
+        self.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
+
+    def update_node(self, old: NodeSpec, new: NodeSpec) -> None:
+        self.cache.update_node(old, new)
+        for event in node_scheduling_properties_change(old, new):
+            self.queue.move_all_to_active_or_backoff(event, old, new)
+
+    def delete_node(self, node: NodeSpec) -> None:
+        self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
+        try:
+            self.cache.remove_node(node)
+        except CacheError:
+            log.warning("node %s was not in the cache", node.name)
+
+    # -- other objects --
+
+    def add_object(self, kind: str, raw: Mapping[str, Any]) -> None:
+        self.cache.add_object(kind, raw)
+        resource = OBJECT_EVENT_RESOURCES.get(kind)
+        if resource is not None:
+            event = ClusterEvent(resource, ActionType.ADD, f"{resource}Add")
+            self.queue.move_all_to_active_or_backoff(event, None, raw)
+
+    def update_object(self, kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        self.cache.update_object(kind, new)
+        resource = OBJECT_EVENT_RESOURCES.get(kind)
+        if resource is not None:
+            event = ClusterEvent(resource, ActionType.UPDATE, f"{resource}Update")
+            self.queue.move_all_to_active_or_backoff(event, old, new)
+
+    def delete_object(self, kind: str, raw: Mapping[str, Any]) -> None:
+        self.cache.delete_object(kind, raw)
+        resource = OBJECT_EVENT_RESOURCES.get(kind)
+        if resource is not None:
+            event = ClusterEvent(resource, ActionType.DELETE, f"{resource}Delete")
+            self.queue.move_all_to_active_or_backoff(event, raw, None)
+
+    # -- re-list --
+
+    def reconcile_pods(self, pods: Iterable[PodSpec]) -> int:
+        """Bring cache and queue to a fresh pod list: drop what is gone, add or update the rest.
+
+        A re-list after a 410 delivers no deletions, so pods missing from it are deleted here.
+        Returns how many pods were dropped.
+        """
+        current = {pod.uid: pod for pod in pods}
+        dropped = 0
+        for cached in self.cache.pods():
+            if cached.uid in current:
+                continue
+            dropped += 1
+            if self.cache.is_assumed(cached.uid):
+                self.queue.delete(cached)
+                self._handle_assumed_pod_deletion(cached)
+            else:
+                self._delete_assigned(cached)
+        for queued in self.queue.known_pods():
+            if queued.uid not in current:
+                dropped += 1
+                self._delete_from_queue(queued)
+        known = {p.uid: p for p in self.queue.known_pods()}
+        for pod in current.values():
+            old = self.cache.get_pod(pod.uid) or known.get(pod.uid)
+            if old is None:
+                self.add_pod(pod)
+            elif old is not pod:
+                self.update_pod(old, pod)
+        return dropped
+
+    def reconcile_nodes(self, nodes: Iterable[NodeSpec]) -> int:
+        """Like ``reconcile_pods`` for nodes; returns how many nodes were dropped."""
+        current = {node.name: node for node in nodes}
+        dropped = 0
+        for known in [info.node for info in self.cache.node_infos()]:
+            if known is not None and known.name not in current:
+                dropped += 1
+                self.delete_node(known)
+        for node in current.values():
+            existing = self.cache.get_node_info(node.name)
+            if existing is None or existing.node is None:
+                self.add_node(node)
+            elif existing.node is not node:
+                self.update_node(existing.node, node)
+        return dropped
