@@ -46,10 +46,16 @@ def test_default_profile_appends_the_preemption_message(capsys: pytest.CaptureFi
         default_profile()
     except ProfileError as exc:
         pytest.skip(f"default profile not loadable yet: {exc}")
+    pods = run_json(capsys, str(EX / "no_victims.yaml"))
+    assert pods["default/pending"]["message"] == (
+        "0/3 nodes are available: 3 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    )
+    # A request above every node's allocatable is UnschedulableAndUnresolvable: preemption cannot help.
     pods = run_json(capsys, str(EX / "insufficient_cpu.yaml"))
     assert pods["default/big"]["message"] == (
         "0/3 nodes are available: 3 Insufficient cpu. "
-        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
 
