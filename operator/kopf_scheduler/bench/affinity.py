@@ -123,7 +123,7 @@ def decide_vector(plugin: Any, pod: PodSpec, snap: Snapshot) -> int:
     feasible = idx if _skipped(pre) else idx[plugin.filter_vector(state, pod, snap, idx)]
     if len(feasible) == 0:
         return -1
-    feasible_nodes = [nodes[i] for i in feasible]
+    feasible_nodes = [nodes[int(i)] for i in feasible]
     if _skipped(plugin.pre_score(state, pod, feasible_nodes)):
         return int(feasible[0])
     scores = plugin.score_vector(state, pod, snap, feasible)
