@@ -1,0 +1,82 @@
+"""ImageLocality: prefer nodes that already hold the pod's images, weighted by how rare they are.
+
+Each present image contributes ``size * num_nodes_with_it / total_nodes`` (spreading images
+widely counts less, so pods do not pile onto the one node that pulled first); the sum is clamped
+to [23 MiB, 1000 MiB * containers] and scaled to 0..100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Plugin, Status
+from kopf_scheduler.framework.types import ImageState, NodeInfo
+
+__all__ = ["ImageLocality", "normalized_image_name"]
+
+MB = 1024 * 1024
+MIN_THRESHOLD = 23 * MB
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+
+
+def normalized_image_name(name: str) -> str:
+    """Add ``:latest`` when the name carries no tag (a ':' after the last '/')."""
+    if name.rfind(":") <= name.rfind("/"):
+        name += ":latest"
+    return name
+
+
+def scaled_image_score(state: ImageState, total_nodes: int) -> int:
+    spread = float(state.num_nodes) / float(total_nodes)
+    return int(float(state.size) * spread)
+
+
+def calculate_priority(sum_scores: int, num_containers: int) -> int:
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    if sum_scores < MIN_THRESHOLD:
+        sum_scores = MIN_THRESHOLD
+    elif sum_scores > max_threshold:
+        sum_scores = max_threshold
+    num, den = MAX_NODE_SCORE * (sum_scores - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD
+    # Go's truncating division (den is negative for a pod without containers).
+    q = abs(num) // abs(den)
+    return q if (num >= 0) == (den > 0) else -q
+
+
+def _container_images(pod: PodSpec) -> tuple[list[str], int]:
+    """Images of init and regular containers, and the container count (images may be empty)."""
+    spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
+    if isinstance(spec, Mapping):
+        images: list[str] = []
+        count = 0
+        for group in ("initContainers", "containers"):
+            for c in spec.get(group) or ():
+                count += 1
+                if isinstance(c, Mapping):
+                    images.append(str(c.get("image") or ""))
+        return images, count
+    return list(pod.images), len(pod.images)
+
+
+class ImageLocality(Plugin):
+    """Score (needs ``handle.snapshot`` for the total number of nodes)."""
+
+    name = "ImageLocality"
+
+    def _total_nodes(self) -> int:
+        snapshot: Any = getattr(self.handle, "snapshot", None)
+        return len(snapshot.list()) if snapshot is not None else 0
+
+    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+        total = self._total_nodes()
+        images, count = _container_images(pod)
+        total_score = 0
+        if total > 0:
+            states = node_info.image_states
+            for image in images:
+                st = states.get(normalized_image_name(image))
+                if st is not None:
+                    total_score += scaled_image_score(st, total)
+        return calculate_priority(total_score, count), None
