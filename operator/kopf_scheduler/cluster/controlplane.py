@@ -1,0 +1,355 @@
+"""A real local control plane: etcd and kube-apiserver on loopback, built by the project.
+
+The Go module in ``tests/controlplane`` links etcd, kube-apiserver, the reference kube-scheduler and
+kubectl into one multi-call binary (``kcp``) at pinned versions. It is built once per version and
+cached under ``~/.cache/kopf-scheduler/``; starting a warm control plane then takes seconds.
+
+Used by the tests (a pytest fixture), the playground and the benchmarks. Children are started in
+their own process group with a parent-death signal, so nothing outlives the Python process that
+started it, even when a test fails or is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["ControlPlane", "build", "find_module_dir", "running_control_plane"]
+
+ADMIN_TOKEN_USER = "kopf-scheduler-admin"
+_PR_SET_PDEATHSIG = 1
+
+
+def find_module_dir() -> Path:
+    """The Go module: ``$KOPF_SCHEDULER_CONTROLPLANE_SRC`` or ``tests/controlplane`` of this checkout."""
+    env = os.environ.get("KOPF_SCHEDULER_CONTROLPLANE_SRC")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "tests" / "controlplane" / "go.mod"
+        if candidate.is_file():
+            return candidate.parent
+    raise FileNotFoundError(
+        "the control-plane Go module (tests/controlplane) was not found; run from a checkout of "
+        "kopf-scheduler or set KOPF_SCHEDULER_CONTROLPLANE_SRC"
+    )
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kopf-scheduler"
+
+
+def _source_digest(module_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for rel in ("go.mod", "go.sum", "cmd/kcp/main.go"):
+        digest.update((module_dir / rel).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def pinned_versions(module_dir: Path | None = None) -> dict[str, str]:
+    """Kubernetes and etcd versions as pinned in go.mod."""
+    text = (module_dir or find_module_dir()).joinpath("go.mod").read_text()
+    versions: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
+            versions["kubernetes"] = parts[1]
+        if len(parts) >= 2 and parts[0] == "go.etcd.io/etcd/server/v3":
+            versions["etcd"] = parts[1]
+    return versions
+
+
+def build(*, verbose: bool = True) -> Path:
+    """Build (or reuse) the multi-call binary; return its path."""
+    module_dir = find_module_dir()
+    versions = pinned_versions(module_dir)
+    target_dir = _cache_root() / f"kcp-{versions.get('kubernetes', 'unknown')}-{_source_digest(module_dir)}"
+    binary = target_dir / "kcp"
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return binary
+    go = shutil.which("go")
+    if not go:
+        raise RuntimeError("Go is needed to build the local control plane (tests/controlplane); install Go >= 1.25")
+    target_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target_dir / f"kcp.tmp-{os.getpid()}"
+    if verbose:
+        print(f"building the control plane {versions} (first run only; cached in {target_dir})", file=sys.stderr)
+    started = time.monotonic()
+    subprocess.run([go, "build", "-trimpath", "-o", str(tmp), "./cmd/kcp"], cwd=module_dir, check=True)
+    tmp.replace(binary)
+    if verbose:
+        print(f"built {binary} in {time.monotonic() - started:.0f}s", file=sys.stderr)
+    return binary
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGKILL it when the parent dies, in its own process group."""
+    os.setpgid(0, 0)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _kubeconfig(server: str, user: str, token: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
+            "current-context": user,
+        },
+        indent=2,
+    )
+
+
+class ControlPlane:
+    """etcd + kube-apiserver on free loopback ports, with RBAC on and an admin kubeconfig."""
+
+    def __init__(self, binary: Path | None = None, workdir: Path | None = None, *, log_to_files: bool = True) -> None:
+        self.bin_path = binary or build()
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kopf-scheduler-cp-"))
+        self.log_to_files = log_to_files
+        self.etcd_port = _free_port()
+        self.etcd_peer_port = _free_port()
+        self.port = _free_port()
+        self.server = f"https://127.0.0.1:{self.port}"
+        self.admin_token = hashlib.sha256(os.urandom(32)).hexdigest()
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.start_seconds = 0.0
+
+    # -- lifecycle --
+
+    def start(self, timeout: float = 120.0) -> ControlPlane:
+        started = time.monotonic()
+        self._write_credentials()
+        self.start_etcd()
+        self.start_apiserver()
+        self.wait_ready(timeout)
+        self.start_seconds = time.monotonic() - started
+        return self
+
+    def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / f"{name}.log", "ab") if self.log_to_files else subprocess.DEVNULL  # noqa: SIM115
+        proc = subprocess.Popen(
+            [str(self.bin_path), *args], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
+        if log is not subprocess.DEVNULL:
+            log.close()  # the child holds its own descriptor
+        self.processes[name] = proc
+        return proc
+
+    def _write_credentials(self) -> None:
+        certs = self.workdir / "certs"
+        certs.mkdir(exist_ok=True)
+        key = certs / "sa.key"
+        if not key.exists():
+            subprocess.run(
+                ["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True
+            )
+            subprocess.run(
+                ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(certs / "sa.pub")],
+                check=True,
+                capture_output=True,
+            )
+        (self.workdir / "tokens.csv").write_text(f'{self.admin_token},{ADMIN_TOKEN_USER},1,"system:masters"\n')
+        self.kubeconfig.write_text(_kubeconfig(self.server, ADMIN_TOKEN_USER, self.admin_token))
+
+    def start_etcd(self) -> None:
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        self._spawn(
+            "etcd",
+            [
+                "etcd",
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--unsafe-no-fsync=true",  # test data; fsync dominates latency on a shared disk
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+        )
+
+    def start_apiserver(self) -> None:
+        certs = self.workdir / "certs"
+        self._spawn(
+            "kube-apiserver",
+            [
+                "kube-apiserver",
+                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={certs}",
+                f"--token-auth-file={self.workdir / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={certs / 'sa.pub'}",
+                f"--service-account-signing-key-file={certs / 'sa.key'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                "--api-audiences=https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                # No controller-manager runs here, so nothing would create the default ServiceAccounts
+                # that this admission plugin insists on for every pod.
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--v=0",
+            ],
+        )
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        last = ""
+        while time.monotonic() < deadline:
+            for name, proc in self.processes.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.tail_log(name)}")
+            request = urllib.request.Request(
+                f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+            )
+            try:
+                with urllib.request.urlopen(request, context=ctx, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise TimeoutError(f"kube-apiserver not ready after {timeout}s ({last}):\n{self.tail_log('kube-apiserver')}")
+
+    def tail_log(self, name: str, lines: int = 30) -> str:
+        path = self.workdir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop_process(self, name: str, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        proc = self.processes.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def restart_apiserver(self) -> None:
+        """Stop and start kube-apiserver on the same port and etcd (for fault tests)."""
+        self.stop_process("kube-apiserver")
+        self.start_apiserver()
+        self.wait_ready()
+
+    def stop(self) -> None:
+        for name in ("kube-apiserver", "etcd", *list(self.processes)):
+            self.stop_process(name)
+        if self._own_workdir and not os.environ.get("KOPF_SCHEDULER_KEEP_CP"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- clients --
+
+    def kubectl(self, *args: str, input: str | None = None, kubeconfig: Path | str | None = None) -> str:
+        """kubectl at the pinned version; raises CalledProcessError (with stderr) on failure."""
+        result = subprocess.run(
+            [str(self.bin_path), "kubectl", f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
+        return result.stdout
+
+    def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
+        """A kubeconfig that acts as ServiceAccount ``namespace/name`` (created if missing)."""
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
+            ],
+        }
+        self.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        token = self.kubectl("create", "token", name, "-n", namespace, "--duration=24h").strip()
+        path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
+        path.write_text(_kubeconfig(self.server, f"system:serviceaccount:{namespace}:{name}", token))
+        return path
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+
+@contextlib.contextmanager
+def running_control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane()
+    try:
+        yield plane.start()
+    finally:
+        plane.stop()
+
+
+# -- the `kopf-scheduler controlplane` subcommand ----------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["build", "up", "versions"], help="build the binary, run one, or show versions")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "versions":
+        print(json.dumps(pinned_versions()))
+        return 0
+    started = time.monotonic()
+    binary = build()
+    if args.action == "build":
+        print(f"{binary} ({time.monotonic() - started:.1f}s)")
+        return 0
+    with running_control_plane() as plane:
+        print(f"control plane ready in {plane.start_seconds:.1f}s at {plane.server}")
+        print(f"export KUBECONFIG={plane.kubeconfig}")
+        print("Ctrl-C stops it.", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while all(p.poll() is None for p in plane.processes.values()):
+                time.sleep(1)
+    return 0
