@@ -15,6 +15,7 @@ import random
 import time
 
 from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
 from kopf_scheduler.testing.builders import make_node, make_pod
@@ -27,18 +28,30 @@ class _NoBindClient(FakeClusterClient):
     """Binds succeed instantly; the benchmark measures decisions, not the apiserver."""
 
 
-def _setup(num_nodes: int, seed: int) -> tuple[Scheduler, Cache]:
+def _profiles(disable: list[str]) -> ProfileSet:
+    if not disable:
+        return ProfileSet()
+    spec = {
+        "schedulerName": "kopf-scheduler",
+        "plugins": {"multiPoint": {"disabled": [{"name": n} for n in disable]}},
+    }
+    return ProfileSet([load_profile(spec)])
+
+
+def _setup(num_nodes: int, seed: int, disable: list[str]) -> tuple[Scheduler, Cache]:
     cache = Cache()
     queue = PriorityQueue()
-    sched = Scheduler(cache, queue, _NoBindClient(), ProfileSet(), rng=random.Random(seed))
+    sched = Scheduler(cache, queue, _NoBindClient(), _profiles(disable), rng=random.Random(seed))
     for i in range(num_nodes):
         cache.add_node(make_node(f"node-{i:05d}", cpu="32", memory="128Gi", labels={"zone": f"z{i % 3}"}))
     return sched, cache
 
 
-def bench(num_nodes: int, num_pods: int, seed: int = 1, profile: bool = False) -> float:
+def bench(
+    num_nodes: int, num_pods: int, seed: int = 1, profile: bool = False, disable: list[str] | None = None
+) -> float:
     """Mean seconds per scheduling decision over ``num_pods`` simple pods."""
-    sched, _ = _setup(num_nodes, seed)
+    sched, _ = _setup(num_nodes, seed, disable or [])
     pods = [make_pod(f"pod-{i}", cpu="100m", memory="128Mi") for i in range(num_pods)]
 
     async def go() -> float:
@@ -72,10 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the largest size")
+    parser.add_argument("--disable", nargs="*", default=[], metavar="PLUGIN", help="plugins to leave out")
     args = parser.parse_args(argv)
     print(f"{'nodes':>7}  {'ms/pod':>8}  {'pods/s':>8}")
     for i, n in enumerate(args.nodes):
-        per_pod = bench(n, args.pods, args.seed, profile=args.profile and i == len(args.nodes) - 1)
+        last = i == len(args.nodes) - 1
+        per_pod = bench(n, args.pods, args.seed, profile=args.profile and last, disable=args.disable)
         print(f"{n:>7}  {per_pod * 1000:>8.3f}  {1 / per_pod:>8.0f}", flush=True)
     return 0
 
