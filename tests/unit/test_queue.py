@@ -619,3 +619,25 @@ def test_large_queue_is_fast() -> None:
     assert time.perf_counter() - start < 2.0
     prios = [p.pod.priority for p in popped]
     assert prios == sorted(prios, reverse=True)
+
+
+@pytest.mark.parametrize(("with_union", "expected_calls"), [(True, 0), (False, 1)])
+def test_callable_hints_with_union_skip_uninteresting_events(with_union: bool, expected_calls: int) -> None:
+    profile_a = {"NodeResourcesFit": HINTS["NodeResourcesFit"]}
+    profile_b = {"NodeAffinity": HINTS["NodeAffinity"]}
+    calls: list[str] = []
+
+    def hints_for(pod: PodSpec) -> Any:
+        calls.append(pod.name)
+        return profile_a if pod.scheduler_name == "a" else profile_b
+
+    q = make_queue()
+    q.set_hints(hints_for, [profile_a, profile_b] if with_union else None)
+    pod = make_pod("p", scheduler_name="a")
+    q.add(pod)
+    reject(q, pop(q), "NodeResourcesFit")
+    q.move_all_to_active_or_backoff(NODE_TAINT)  # nobody registered taint updates
+    assert len(calls) == expected_calls
+    assert q.where(pod.uid) == "unschedulable"
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
+    assert q.where(pod.uid) == "backoff"

@@ -363,6 +363,7 @@ class PriorityQueue:
         self.max_unschedulable_duration = max_unschedulable_duration
         self.pre_enqueue = pre_enqueue
         self.hints: HintsMap | Callable[[PodSpec], HintsMap] = hints if hints is not None else {}
+        self._all_hints: list[HintsMap] | None = None
         self.nominator = nominator if nominator is not None else Nominator()
         self.namespace_labels = namespace_labels
         self.queueing_hints = queueing_hints
@@ -391,8 +392,15 @@ class PriorityQueue:
     def set_pre_enqueue(self, pre_enqueue: PreEnqueueFn | None) -> None:
         self.pre_enqueue = pre_enqueue
 
-    def set_hints(self, hints: HintsMap | Callable[[PodSpec], HintsMap]) -> None:
+    def set_hints(
+        self,
+        hints: HintsMap | Callable[[PodSpec], HintsMap],
+        all_profiles: Iterable[HintsMap] | None = None,
+    ) -> None:
+        """``all_profiles`` (every profile's map) lets a callable ``hints`` still skip events that
+        no plugin of any profile registered, instead of walking the pool for each."""
         self.hints = hints
+        self._all_hints = list(all_profiles) if all_profiles is not None else None
 
     def set_less(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
         """Swap the QueueSort function (all profiles share it); re-heapifies activeQ."""
@@ -726,12 +734,20 @@ class PriorityQueue:
 
     def is_event_of_interest(self, event: ClusterEvent) -> bool:
         """Can ``event`` move any pod? Lets most events skip walking the pool."""
-        hints = self.hints
-        if _is_wildcard(event) or callable(hints):
+        if _is_wildcard(event):
             return True
-        if any(name not in hints for name in self._seen_rejectors):
-            return True  # a plugin without registrations hears every event
-        return any(match_cluster_event(reg.event, event) for regs in hints.values() for reg in regs)
+        hints = self.hints
+        maps: list[HintsMap]
+        if not callable(hints):
+            maps = [hints]
+        elif self._all_hints is not None:
+            maps = self._all_hints
+        else:
+            return True
+        for name in self._seen_rejectors:
+            if all(name not in m for m in maps):
+                return True  # a plugin without registrations hears every event
+        return any(match_cluster_event(reg.event, event) for m in maps for regs in m.values() for reg in regs)
 
     def _note_rejectors(self, qpi: QueuedPodInfo) -> None:
         self._seen_rejectors.update(qpi.unschedulable_plugins)
