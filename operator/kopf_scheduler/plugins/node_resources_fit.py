@@ -337,15 +337,18 @@ class NodeResourcesFit(Plugin):
         if request is None:
             return None
         arrays = snapshot.arrays
-        alloc = arrays.allocatable[idx]
-        used = arrays.requested[idx]
-        ok: np.ndarray = used[:, 3] + 1 <= alloc[:, 3]
-        cols: list[int] = []
-        qty: list[int] = []
-        for col, amount in enumerate((request.milli_cpu, request.memory, request.ephemeral_storage)):
-            if amount > 0:
-                cols.append(col)
-                qty.append(amount)
+        alloc, used = arrays.allocatable, arrays.requested
+        n = alloc.shape[0]
+        if len(idx) * 4 < n:  # few rows: gather them first
+            alloc, used = alloc[idx], used[idx]
+            rows = None
+        else:  # most rows: compute for all, gather the answer
+            rows = idx
+        needed: list[tuple[int, int]] = [
+            (col, amount)
+            for col, amount in enumerate((request.milli_cpu, request.memory, request.ephemeral_storage))
+            if amount > 0
+        ]
         for name, amount in request.scalar.items():
             if amount == 0 or _is_ignored(name, self.ignored, self.ignored_groups):
                 continue
@@ -353,12 +356,11 @@ class NodeResourcesFit(Plugin):
             if scol is None or scol < 4:
                 # No node in the snapshot offers it: allocatable 0 everywhere.
                 return np.zeros(len(idx), dtype=bool)
-            cols.append(scol)
-            qty.append(amount)
-        if cols:
-            free = alloc[:, cols] - used[:, cols]
-            ok &= (free >= np.asarray(qty, dtype=np.int64)).all(axis=1)
-        return ok
+            needed.append((scol, amount))
+        ok: np.ndarray = used[:, 3] < alloc[:, 3]  # len(pods) + 1 <= allowed pods
+        for col, amount in needed:
+            ok &= alloc[:, col] - used[:, col] >= amount
+        return ok if rows is None else ok[rows]
 
     # -- PreScore / Score --
 

@@ -181,45 +181,78 @@ def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
-def balanced_score_vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-    """Rows of (requested, allocatable) per resource -> scores, bit-identical to ``balanced_score``."""
-    n, r = requested.shape
-    out = np.empty(n, dtype=np.int64)
-    valid = allocatable != 0
-    if n == 0:
+def balanced_score_vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-resource columns over rows -> scores, bit-identical to ``balanced_score``."""
+    r = len(requested)
+    n = len(requested[0]) if r else 0
+    out = np.full(n, MAX_NODE_SCORE, dtype=np.int64)
+    if n == 0 or r == 0:
         return out
+    valid = [a != 0 for a in allocatable]
     # Rows sharing a validity pattern use the same formula; usually there is one pattern.
-    keys = valid.astype(np.int64) @ (1 << np.arange(r, dtype=np.int64))
-    for key in np.unique(keys):
-        rows = np.nonzero(keys == key)[0]
-        cols = [j for j in range(r) if (int(key) >> j) & 1]
+    if all(bool(v.all()) for v in valid):
+        groups: list[tuple[np.ndarray | slice, list[int]]] = [(slice(None), list(range(r)))]
+    else:
+        keys = np.zeros(n, dtype=np.int64)
+        for j, v in enumerate(valid):
+            keys |= v.astype(np.int64) << j
+        groups = []
+        for key in np.unique(keys):
+            groups.append((np.flatnonzero(keys == key), [j for j in range(r) if (int(key) >> j) & 1]))
+    for rows, cols in groups:
         fr = [
-            np.minimum(requested[rows, j].astype(np.float64) / allocatable[rows, j].astype(np.float64), 1.0)
+            np.minimum(requested[j][rows].astype(np.float64) / allocatable[j][rows].astype(np.float64), 1.0)
             for j in cols
         ]
         if len(fr) == 2:
             std = np.abs((fr[0] - fr[1]) / 2)
         elif len(fr) > 2:
-            total = np.zeros(len(rows))
+            total = fr[0] * 0.0
             for f in fr:
                 total = total + f
             mean = total / len(fr)
-            acc = np.zeros(len(rows))
+            acc = fr[0] * 0.0
             for f in fr:
                 acc = acc + (f - mean) * (f - mean)
             std = np.sqrt(acc / len(fr))
         else:
-            std = np.zeros(len(rows))
+            continue  # zero or one fraction: std 0, score 100
         out[rows] = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
     return out
 
 
 ScalarScorer = Callable[[Sequence[int], Sequence[int]], int]
-VectorScorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+VectorScorer = Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], np.ndarray]
+
+
+def _weighted_floor_mean(
+    requested: Sequence[np.ndarray],
+    allocatable: Sequence[np.ndarray],
+    weights: Sequence[int],
+    per: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """sum(score_i * w_i) // sum(w_i) over the resources a row offers (allocatable != 0)."""
+    n = len(requested[0]) if requested else 0
+    ns = np.zeros(n, dtype=np.int64)
+    ws = np.zeros(n, dtype=np.int64)
+    all_valid = True
+    for req, alloc, w in zip(requested, allocatable, weights, strict=True):
+        valid = alloc != 0
+        if valid.all():
+            ns += per(req, alloc) * w
+            ws += w
+            continue
+        all_valid = False
+        if not valid.any():
+            continue
+        ns += np.where(valid, per(req, np.where(valid, alloc, 1)), 0) * w
+        ws += valid * w
+    if all_valid and n and ws[0] > 0:
+        return ns // ws[0]
+    return np.where(ws > 0, ns // np.maximum(ws, 1), 0).astype(np.int64)
 
 
 def least_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
-    w = np.asarray(weights, dtype=np.int64)
 
     def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
         node_score = weight_sum = 0
@@ -230,19 +263,16 @@ def least_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]
             weight_sum += weights[i]
         return node_score // weight_sum if weight_sum else 0
 
-    def vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-        valid = allocatable != 0
-        cap = np.where(valid, allocatable, 1)
-        per = np.where(requested > allocatable, 0, ((cap - requested) * MAX_NODE_SCORE) // cap)
-        per = np.where(valid, per, 0)
-        ws = (valid * w).sum(axis=1)
-        return np.where(ws > 0, (per * w).sum(axis=1) // np.maximum(ws, 1), 0).astype(np.int64)
+    def vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+        def per(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
+            return np.where(req > cap, 0, ((cap - req) * MAX_NODE_SCORE) // cap)
+
+        return _weighted_floor_mean(requested, allocatable, weights, per)
 
     return scalar, vector
 
 
 def most_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
-    w = np.asarray(weights, dtype=np.int64)
 
     def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
         node_score = weight_sum = 0
@@ -253,13 +283,11 @@ def most_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
             weight_sum += weights[i]
         return node_score // weight_sum if weight_sum else 0
 
-    def vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-        valid = allocatable != 0
-        cap = np.where(valid, allocatable, 1)
-        per = (np.minimum(requested, cap) * MAX_NODE_SCORE) // cap
-        per = np.where(valid, per, 0)
-        ws = (valid * w).sum(axis=1)
-        return np.where(ws > 0, (per * w).sum(axis=1) // np.maximum(ws, 1), 0).astype(np.int64)
+    def vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+        def per(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
+            return (np.minimum(req, cap) * MAX_NODE_SCORE) // cap
+
+        return _weighted_floor_mean(requested, allocatable, weights, per)
 
     return scalar, vector
 
@@ -285,7 +313,6 @@ def requested_to_capacity_ratio(
 ) -> tuple[ScalarScorer, VectorScorer]:
     # Shape scores are 0..10; the scheduler's scores are 0..100.
     shape = [(p.utilization, p.score * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)) for p in points]
-    w = np.asarray(weights, dtype=np.int64)
 
     def resource_score(req: int, cap: int) -> int:
         if cap == 0 or req > cap:
@@ -306,15 +333,18 @@ def requested_to_capacity_ratio(
         # math.Round of a non-negative ratio, in integers: floor(x + 1/2).
         return (2 * node_score + weight_sum) // (2 * weight_sum)
 
-    def vector(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-        valid = allocatable != 0
-        cap = np.where(valid, allocatable, 1)
-        util = np.where(requested > allocatable, MAX_UTILIZATION, (requested * MAX_UTILIZATION) // cap)
-        per = _broken_linear_vector(shape, util)
-        counted = valid & (per > 0)
-        per = np.where(counted, per, 0)
-        ws = (counted * w).sum(axis=1)
-        ns = (per * w).sum(axis=1)
+    def vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+        n = len(requested[0]) if requested else 0
+        ns = np.zeros(n, dtype=np.int64)
+        ws = np.zeros(n, dtype=np.int64)
+        for req, alloc, w in zip(requested, allocatable, weights, strict=True):
+            valid = alloc != 0
+            cap = np.where(valid, alloc, 1)
+            util = np.where(req > alloc, MAX_UTILIZATION, (req * MAX_UTILIZATION) // cap)
+            per = _broken_linear_vector(shape, util)
+            counted = valid & (per > 0)
+            ns += np.where(counted, per * w, 0)
+            ws += counted * w
         return np.where(ws > 0, (2 * ns + ws) // np.maximum(2 * ws, 1), 0).astype(np.int64)
 
     return scalar, vector
@@ -388,26 +418,29 @@ class ResourceAllocationScorer:
     def score_rows(self, snapshot: Snapshot, idx: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         arrays = snapshot.arrays
         n = len(idx)
-        req = np.zeros((n, len(self.names)), dtype=np.int64)
-        alloc = np.zeros((n, len(self.names)), dtype=np.int64)
+        full = n == len(arrays.unschedulable) and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1))
+        zero = np.zeros(n, dtype=np.int64)
+        reqs: list[np.ndarray] = []
+        allocs: list[np.ndarray] = []
         for i, name in enumerate(self.names):
             pr = pod_requests[i]
-            if pr == 0 and is_scalar_resource_name(name):
+            col = -1
+            if not (pr == 0 and is_scalar_resource_name(name)):
+                if name in (CPU, MEMORY):
+                    col = 0 if name == CPU else 1
+                    used = arrays.requested if self.use_requested else arrays.non_zero_requested
+                elif name == EPHEMERAL_STORAGE:
+                    col, used = 2, arrays.requested
+                elif name in arrays.columns and name not in BASE_COLUMNS:
+                    col, used = arrays.columns[name], arrays.requested
+            if col < 0:
+                reqs.append(zero)
+                allocs.append(zero)
                 continue
-            if name in (CPU, MEMORY):
-                col = 0 if name == CPU else 1
-                base = (
-                    arrays.requested[idx, col] if self.use_requested else arrays.non_zero_requested[idx, col]
-                )
-            elif name == EPHEMERAL_STORAGE:
-                col = 2
-                base = arrays.requested[idx, col]
-            elif name in arrays.columns and name not in BASE_COLUMNS:
-                col = arrays.columns[name]
-                base = arrays.requested[idx, col]
-            else:
-                continue
-            a = arrays.allocatable[idx, col]
-            alloc[:, i] = a
-            req[:, i] = np.where(a != 0, base + pr, 0)
-        return self.vector(req, alloc)
+            a = arrays.allocatable[:, col]
+            u = used[:, col]
+            if not full:
+                a, u = a[idx], u[idx]
+            allocs.append(a)
+            reqs.append(np.where(a != 0, u + pr, 0))
+        return self.vector(reqs, allocs)

@@ -57,10 +57,11 @@ def assert_filter_vector_agrees(plugin: Any, state: CycleState, pod: PodSpec, sn
     assert mask is not None
     assert mask.dtype == bool
     assert mask.tolist() == per_node
-    # A subset of rows, in another order, must agree too.
-    sub = all_rows(snapshot)[::-1][: max(1, len(snapshot) // 2)]
-    mask = plugin.filter_vector(state, pod, snapshot, sub)
-    assert mask.tolist() == [per_node[i] for i in sub]
+    # Subsets of rows (large and small), in another order, must agree too.
+    rows = all_rows(snapshot)[::-1]
+    for sub in (rows[: max(1, len(rows) // 2)], rows[:1], rows[: max(1, len(rows) // 5)]):
+        mask = plugin.filter_vector(state, pod, snapshot, sub)
+        assert mask.tolist() == [per_node[i] for i in sub]
 
 
 def scores(plugin: Any, state: CycleState, pod: PodSpec, snapshot: Snapshot) -> list[int]:
