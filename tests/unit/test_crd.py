@@ -103,11 +103,21 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str = "spec") -> None
     if schema.get("x-kubernetes-preserve-unknown-fields"):
         return
     kind = schema["type"]
-    expected = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-                "boolean": bool}[kind]  # fmt: skip
-    assert isinstance(value, expected), f"{path}: {value!r} is not {kind}"
+    types: dict[str, type | tuple[type, ...]] = {
+        "object": dict,
+        "array": list,
+        "string": str,
+        "integer": int,
+        "number": (int, float),
+        "boolean": bool,
+    }
+    expected = types[kind]
+    matches = isinstance(value, expected)  # kept apart: narrowing to a runtime type confuses mypy
+    assert matches, f"{path}: {value!r} is not {kind}"
     if "minimum" in schema:
-        assert value > schema["minimum"] if schema.get("exclusiveMinimum") else value >= schema["minimum"], path
+        assert value > schema["minimum"] if schema.get("exclusiveMinimum") else value >= schema["minimum"], (
+            path
+        )
     if "maximum" in schema:
         assert value <= schema["maximum"], path
     if kind == "object":
