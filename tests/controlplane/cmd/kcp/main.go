@@ -21,10 +21,11 @@ import (
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
-// Versions are pinned in go.mod; keep these strings in step with it.
+// Versions are pinned in go.mod; keep these strings in step with it (kopf_scheduler.cluster.controlplane
+// reads go.mod itself, so these only serve `kcp version`).
 const (
-	kubernetesVersion = "v1.36.3"
-	etcdVersion       = "v3.6.8"
+	kubernetesVersion = "v1.37.2"
+	etcdVersion       = "v3.7.0"
 )
 
 func main() {
