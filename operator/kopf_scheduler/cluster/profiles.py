@@ -52,7 +52,14 @@ def score_strategy(profile: SchedulerProfileSpec) -> str:
 
 def _field_errors(exc: ProfileError) -> str:
     """``spec.<field>: <message>`` for each error: the condition must name the field to fix."""
-    return "; ".join(f"spec.{path}: {msg}" if path else msg for path, msg in exc.errors)
+    out = []
+    for path, msg in exc.errors:
+        msg = msg.removeprefix("Value error, ")
+        head, sep, rest = msg.partition(": ")
+        if sep and path and " " not in head:  # the plugin's validator named a sub-field: join the paths
+            path, msg = f"{path}.{head}", rest
+        out.append(f"spec.{path}: {msg}" if path else msg)
+    return "; ".join(out)
 
 
 def _now() -> str:

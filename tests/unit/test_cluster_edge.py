@@ -1,0 +1,371 @@
+"""Unit tests of the operator edge without a cluster: profiles, leader rule, informer, HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import kopf
+import pytest
+from aiohttp import web
+
+from kopf_scheduler.api.objects import parse_pod
+from kopf_scheduler.cluster.client import ApiClient, Gone, KubeClusterClient, truncate_note
+from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
+from kopf_scheduler.cluster.leader import evaluate, start_priority
+from kopf_scheduler.cluster.profiles import ProfileController
+from kopf_scheduler.framework.client import ApiError, Conflict, NotFound
+
+# --- profiles -----------------------------------------------------------------------------------
+
+
+class FakeProfiles:
+    def __init__(self) -> None:
+        self.specs: dict[str, Any] = {"kopf-scheduler": "builtin"}
+
+    def set(self, spec: Any) -> None:
+        self.specs[spec.scheduler_name] = spec
+
+    def remove(self, name: str) -> None:
+        self.specs.pop(name, None)
+        if name == "kopf-scheduler":
+            self.specs[name] = "builtin"
+
+    def names(self) -> list[str]:
+        return list(self.specs)
+
+
+def _cr(
+    name: str, gen: int, spec: Mapping[str, Any], created: str = "2024-01-01T00:00:00Z"
+) -> dict[str, Any]:
+    return {"metadata": {"name": name, "generation": gen, "creationTimestamp": created}, "spec": dict(spec)}
+
+
+def _fit(strategy: str) -> dict[str, Any]:
+    return {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": strategy}}}
+
+
+@pytest.fixture
+def controller() -> tuple[ProfileController, FakeProfiles, list[tuple[str, dict[str, Any]]], list[Any]]:
+    profiles = FakeProfiles()
+    written: list[tuple[str, dict[str, Any]]] = []
+    changes: list[Any] = []
+
+    async def write(name: str, status: dict[str, Any]) -> None:
+        written.append((name, status))
+
+    ctl = ProfileController(profiles, write, lambda added, removed: changes.append((added, removed)))
+    return ctl, profiles, written, changes
+
+
+async def test_valid_then_invalid_edit_keeps_last_valid(controller: Any) -> None:
+    ctl, profiles, written, changes = controller
+    status = await ctl.apply(_cr("p", 1, {"schedulerName": "bp", "pluginConfig": [_fit("MostAllocated")]}))
+    assert status["conditions"][0]["status"] == "True"
+    assert status["scoreStrategy"] == "MostAllocated" and status["activeGeneration"] == 1
+    assert changes == [({"bp"}, set())]
+    in_force = profiles.specs["bp"]
+    body = _cr("p", 2, {"schedulerName": "bp", "pluginConfig": [_fit("Sideways")]})
+    body["status"] = status
+    bad = await ctl.apply(body)
+    cond = bad["conditions"][0]
+    assert (cond["status"], cond["reason"]) == ("False", "InvalidProfile")
+    assert cond["message"].startswith("spec.pluginConfig[0].args.scoringStrategy.type: ")
+    assert "Sideways" in cond["message"]
+    assert bad["observedGeneration"] == 2 and bad["activeGeneration"] == 1
+    assert bad["scoreStrategy"] == "MostAllocated"
+    assert profiles.specs["bp"] is in_force
+    assert [name for name, _ in written] == ["p", "p"]
+
+
+async def test_unchanged_status_is_not_rewritten(controller: Any) -> None:
+    ctl, _, written, _ = controller
+    body = _cr("p", 1, {"schedulerName": "bp"})
+    body["status"] = await ctl.apply(body)
+    await ctl.apply(body)
+    assert len(written) == 1
+
+
+async def test_delete_restores_default_and_unserves_custom(controller: Any) -> None:
+    ctl, profiles, _, changes = controller
+    await ctl.apply(
+        _cr("mine", 1, {"schedulerName": "kopf-scheduler", "pluginConfig": [_fit("MostAllocated")]})
+    )
+    assert profiles.specs["kopf-scheduler"] != "builtin"
+    await ctl.apply(_cr("other", 1, {"schedulerName": "x"}))
+    ctl.delete({"metadata": {"name": "mine"}})
+    assert profiles.specs["kopf-scheduler"] == "builtin"
+    ctl.delete({"metadata": {"name": "other"}})
+    assert "x" not in profiles.specs
+    assert changes[-1] == (set(), {"x"})
+
+
+async def test_second_resource_for_a_name_conflicts(controller: Any) -> None:
+    ctl, _profiles, _, _ = controller
+    await ctl.apply(_cr("old", 1, {"schedulerName": "x"}, "2024-01-01T00:00:00Z"))
+    status = await ctl.apply(_cr("new", 1, {"schedulerName": "x"}, "2024-02-01T00:00:00Z"))
+    assert status["conditions"][0]["reason"] == "Conflict"
+    assert "'old'" in status["conditions"][0]["message"]
+    assert ctl.owned["old"].scheduler_name == "x" and "new" not in ctl.owned
+
+
+async def test_rename_moves_the_profile(controller: Any) -> None:
+    ctl, profiles, _, _ = controller
+    await ctl.apply(_cr("p", 1, {"schedulerName": "a"}))
+    await ctl.apply(_cr("p", 2, {"schedulerName": "b"}))
+    assert "a" not in profiles.specs and "b" in profiles.specs
+
+
+async def test_resync_drops_vanished(controller: Any) -> None:
+    ctl, profiles, _, _ = controller
+    await ctl.apply(_cr("gone", 1, {"schedulerName": "g"}))
+    await ctl.resync([_cr("kept", 1, {"schedulerName": "k"})])
+    assert "g" not in profiles.specs and "k" in profiles.specs
+
+
+# --- leader rule --------------------------------------------------------------------------------
+
+
+def _peer(priority: int, age: float, lifetime: int = 10) -> dict[str, Any]:
+    seen = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=age)
+    return {"priority": priority, "lifetime": lifetime, "lastseen": seen.isoformat()}
+
+
+def test_leader_rule_matches_kopf_peering() -> None:
+    assert evaluate({}, "me", 5) == (True, None)
+    assert evaluate({"me": _peer(5, 0)}, "me", 5) == (True, None)
+    leading, recheck = evaluate({"other": _peer(6, 2)}, "me", 5)
+    assert not leading and recheck is not None
+    assert evaluate({"other": _peer(5, 2)}, "me", 5)[0] is False  # same priority: Kopf pauses both
+    assert evaluate({"other": _peer(4, 2)}, "me", 5) == (True, None)
+    assert evaluate({"other": _peer(9, 11)}, "me", 5) == (True, None)  # dead: past its lifetime
+
+
+def test_start_priority_prefers_older_replicas() -> None:
+    assert start_priority(1000.0) > start_priority(1000.5)
+
+
+# --- informer -----------------------------------------------------------------------------------
+
+
+class FakeApi:
+    """Scripted lists and watch streams."""
+
+    def __init__(self) -> None:
+        self.lists: list[tuple[list[dict[str, Any]], str]] = []
+        self.watches: list[list[dict[str, Any]] | Exception] = []
+
+    async def list_pages(
+        self, path: str, params: Any = None, page_size: int = 500
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        items, rv = self.lists.pop(0)
+        yield items, rv
+
+    async def watch(
+        self, path: str, rv: str, params: Any = None, timeout: int = 300
+    ) -> AsyncIterator[dict[str, Any]]:
+        script = self.watches.pop(0) if self.watches else None
+        if script is None:
+            await asyncio.sleep(3600)
+            return
+        if isinstance(script, Exception):
+            raise script
+        for event in script:
+            yield event
+
+
+def _obj(name: str, rv: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+
+async def test_informer_relist_after_410_delivers_missed_deletions() -> None:
+    api = FakeApi()
+    api.lists = [([_obj("a", "1"), _obj("b", "1")], "10"), ([_obj("b", "1"), _obj("c", "12")], "20")]
+    api.watches = [[{"type": "MODIFIED", "object": _obj("a", "11")}], Gone("too old", 410)]
+    seen: list[tuple[str, str]] = []
+    informer: Informer[Mapping[str, Any]] = Informer(
+        api,  # type: ignore[arg-type]
+        ResourceKind("Thing", "/things"),
+        InformerHandlers(
+            parse=lambda raw: raw,
+            add=lambda o: seen.append(("add", o["metadata"]["name"])),
+            update=lambda old, new: seen.append(("update", new["metadata"]["name"])),
+            delete=lambda o: seen.append(("delete", o["metadata"]["name"])),
+        ),
+    )
+    task = asyncio.ensure_future(informer.run())
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if informer.relists:
+            break
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert informer.synced.is_set()
+    assert seen == [("add", "a"), ("add", "b"), ("update", "a"), ("delete", "a"), ("add", "c")]
+    assert set(informer.store) == {"ns/b", "ns/c"} and informer.resource_version == "20"
+
+
+async def test_informer_skips_malformed_and_reports() -> None:
+    api = FakeApi()
+    bad = {"metadata": {"name": "bad", "namespace": "ns"}, "spec": {"containers": "nope"}}
+    good = {"metadata": {"name": "good", "namespace": "ns", "uid": "u"}, "spec": {"containers": []}}
+    api.lists = [([bad, good], "5")]
+    invalid: list[str] = []
+    added: list[str] = []
+    informer = Informer(
+        api,  # type: ignore[arg-type]
+        ResourceKind("Pod", "/pods"),
+        InformerHandlers(
+            parse=parse_pod,
+            add=lambda p: added.append(p.name),
+            update=lambda o, n: None,
+            delete=lambda p: None,
+            invalid=lambda raw, exc: invalid.append(exc.path),
+        ),
+    )
+    await informer.list()
+    assert added == ["good"] and invalid == ["spec.containers"]
+
+
+# --- HTTP client --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[KubeClusterClient, list[tuple[str, str, Any, str]]]]:
+    calls: list[tuple[str, str, Any, str]] = []
+    responses: dict[tuple[str, str], tuple[int, Any]] = {}
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.text()
+        calls.append(
+            (
+                request.method,
+                request.path,
+                json.loads(body) if body else None,
+                request.headers.get("Content-Type", ""),
+            )
+        )
+        status, payload = responses.get((request.method, request.path), (200, {}))
+        return web.json_response(payload, status=status)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    creds = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    client = KubeClusterClient(ApiClient(creds, max_in_flight=4), instance="kopf-scheduler-test")
+    client.responses = responses  # type: ignore[attr-defined]
+    yield client, calls
+    await client.api.close()
+    await runner.cleanup()
+
+
+def _pod(**spec: Any) -> Any:
+    return parse_pod(
+        {
+            "metadata": {
+                "name": "p",
+                "namespace": "ns",
+                "uid": "uid-1",
+                "resourceVersion": "7",
+                "generation": 1,
+            },
+            "spec": {"schedulerName": "kopf-scheduler", "containers": [], **spec},
+        }
+    )
+
+
+async def test_bind_posts_a_binding_and_maps_errors(server: Any) -> None:
+    client, calls = server
+    await client.bind(_pod(), "n1")
+    method, path, body, _ = calls[-1]
+    assert (method, path) == ("POST", "/api/v1/namespaces/ns/pods/p/binding")
+    assert body["kind"] == "Binding" and body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    assert body["metadata"]["uid"] == "uid-1"
+    for status, exc in ((409, Conflict), (404, NotFound), (500, ApiError), (410, Gone)):
+        client.responses[("POST", path)] = (status, {"message": "nope"})
+        with pytest.raises(exc) as info:
+            await client.bind(_pod(), "n1")
+        assert info.value.status == status
+
+
+async def test_events_and_condition(server: Any) -> None:
+    client, calls = server
+    await client.record_scheduled(_pod(), "n1")
+    _, path, event, _ = calls[-1]
+    assert path == "/apis/events.k8s.io/v1/namespaces/ns/events"
+    assert event["reason"] == "Scheduled" and event["type"] == "Normal" and event["action"] == "Binding"
+    assert event["note"] == "Successfully assigned ns/p to n1"
+    assert event["reportingController"] == "kopf-scheduler"
+    assert event["reportingInstance"] == "kopf-scheduler-test"
+    assert event["regarding"]["uid"] == "uid-1" and event["regarding"]["kind"] == "Pod"
+    calls.clear()
+    await client.record_failed(_pod(), "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")
+    by_path = {c[1]: c for c in calls}
+    status_call = by_path["/api/v1/namespaces/ns/pods/p/status"]
+    assert status_call[0] == "PATCH" and status_call[3] == "application/strategic-merge-patch+json"
+    cond = status_call[2]["status"]["conditions"][0]
+    assert cond["type"] == "PodScheduled" and cond["status"] == "False" and cond["reason"] == "Unschedulable"
+    assert cond["observedGeneration"] == 1
+    ev = by_path["/apis/events.k8s.io/v1/namespaces/ns/events"][2]
+    assert ev["type"] == "Warning" and ev["reason"] == "FailedScheduling"
+    # The same failure again becomes a series on the same event, not a new object.
+    calls.clear()
+    await client.record_failed(_pod(), "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")
+    series = [c for c in calls if "/events/" in c[1]]
+    assert series and series[0][0] == "PATCH" and series[0][2]["series"]["count"] == 2
+
+
+async def test_unchanged_condition_is_not_patched(server: Any) -> None:
+    client, calls = server
+    msg = "0/1 nodes are available: 1 Insufficient cpu."
+    raw_pod = _pod()
+    raw = dict(raw_pod.raw)
+    raw["status"] = {
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}]
+    }
+    await client.record_failed(parse_pod(raw), "Unschedulable", msg)
+    assert not [c for c in calls if c[1].endswith("/status")]
+
+
+async def test_evict_marks_then_deletes_with_uid_precondition(server: Any) -> None:
+    client, calls = server
+    victim = _pod(nodeName="n1")
+    await client.evict(victim, _pod(), "")
+    (m1, p1, b1, _), (m2, p2, b2, _), (_m3, _p3, b3, _) = calls
+    assert (m1, p1) == ("PATCH", "/api/v1/namespaces/ns/pods/p/status")
+    cond = b1["status"]["conditions"][0]
+    assert (cond["type"], cond["reason"]) == ("DisruptionTarget", "PreemptionByScheduler")
+    assert cond["message"] == "kopf-scheduler: preempting to accommodate a higher priority pod"
+    assert (m2, p2) == ("DELETE", "/api/v1/namespaces/ns/pods/p") and b2["preconditions"] == {"uid": "uid-1"}
+    assert b3["reason"] == "Preempted" and b3["note"] == "Preempted by pod uid-1 on node n1"
+
+
+async def test_bind_volumes(server: Any) -> None:
+    client, calls = server
+    client.responses[("GET", "/api/v1/namespaces/ns/persistentvolumeclaims/static")] = (
+        200,
+        {"metadata": {"uid": "pvc-uid", "resourceVersion": "3"}},
+    )
+    client.responses[("GET", "/api/v1/persistentvolumes/pv1")] = (200, {"metadata": {"resourceVersion": "9"}})
+    await client.bind_volumes(_pod(nodeName="n1"), [("ns/dyn", ""), ("ns/static", "pv1")])
+    patches = {c[1]: c[2] for c in calls if c[0] == "PATCH"}
+    dyn = patches["/api/v1/namespaces/ns/persistentvolumeclaims/dyn"]
+    assert dyn["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": "n1"}
+    pv = patches["/api/v1/persistentvolumes/pv1"]
+    assert pv["spec"]["claimRef"]["uid"] == "pvc-uid" and pv["metadata"]["resourceVersion"] == "9"
+    with pytest.raises(ApiError):
+        await client.bind_volumes(_pod(), [("ns/dyn", "")])  # no node chosen
+
+
+def test_truncate_note() -> None:
+    assert truncate_note("x" * 10) == "x" * 10
+    long = truncate_note("y" * 5000)
+    assert len(long) == 1024 and long.endswith(" ...")
