@@ -93,7 +93,7 @@ def build(*, verbose: bool = True) -> Path:
     if verbose:
         print(f"building the control plane {versions} (first run only; cached in {target_dir})", file=sys.stderr)
     started = time.monotonic()
-    subprocess.run([go, "build", "-trimpath", "-o", str(tmp), "./cmd/kcp"], cwd=module_dir, check=True)
+    subprocess.run([go, "build", "-o", str(tmp), "./cmd/kcp"], cwd=module_dir, check=True)
     tmp.replace(binary)
     if verbose:
         print(f"built {binary} in {time.monotonic() - started:.0f}s", file=sys.stderr)
