@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
@@ -85,19 +86,34 @@ def build(*, verbose: bool = True) -> Path:
     binary = target_dir / "kcp"
     if binary.is_file() and os.access(binary, os.X_OK):
         return binary
+    target_dir.mkdir(parents=True, exist_ok=True)
+    # One build at a time per version: a second caller (another test process) waits, then reuses it.
+    with open(target_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.is_file() and os.access(binary, os.X_OK):
+            return binary
+        _go_build(module_dir, target_dir, binary, versions, verbose)
+    return binary
+
+
+def _go_build(
+    module_dir: Path, target_dir: Path, binary: Path, versions: dict[str, str], verbose: bool
+) -> None:
     go = shutil.which("go")
     if not go:
-        raise RuntimeError("Go is needed to build the local control plane (tests/controlplane); install Go >= 1.25")
-    target_dir.mkdir(parents=True, exist_ok=True)
+        raise RuntimeError(
+            "Go is needed to build the local control plane (tests/controlplane); install Go >= 1.25"
+        )
     tmp = target_dir / f"kcp.tmp-{os.getpid()}"
     if verbose:
-        print(f"building the control plane {versions} (first run only; cached in {target_dir})", file=sys.stderr)
+        print(
+            f"building the control plane {versions} (first run only; cached in {target_dir})", file=sys.stderr
+        )
     started = time.monotonic()
     subprocess.run([go, "build", "-o", str(tmp), "./cmd/kcp"], cwd=module_dir, check=True)
     tmp.replace(binary)
     if verbose:
         print(f"built {binary} in {time.monotonic() - started:.0f}s", file=sys.stderr)
-    return binary
 
 
 def _free_port() -> int:
@@ -130,7 +146,9 @@ def _kubeconfig(server: str, user: str, token: str) -> str:
 class ControlPlane:
     """etcd + kube-apiserver on free loopback ports, with RBAC on and an admin kubeconfig."""
 
-    def __init__(self, binary: Path | None = None, workdir: Path | None = None, *, log_to_files: bool = True) -> None:
+    def __init__(
+        self, binary: Path | None = None, workdir: Path | None = None, *, log_to_files: bool = True
+    ) -> None:
         self.bin_path = binary or build()
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kopf-scheduler-cp-"))
@@ -156,12 +174,11 @@ class ControlPlane:
         return self
 
     def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
-        log = open(self.workdir / f"{name}.log", "ab") if self.log_to_files else subprocess.DEVNULL  # noqa: SIM115
-        proc = subprocess.Popen(
-            [str(self.bin_path), *args], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
-        )
-        if log is not subprocess.DEVNULL:
-            log.close()  # the child holds its own descriptor
+        log_path = self.workdir / f"{name}.log" if self.log_to_files else Path(os.devnull)
+        with open(log_path, "ab") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                [str(self.bin_path), *args], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
         self.processes[name] = proc
         return proc
 
@@ -170,15 +187,15 @@ class ControlPlane:
         certs.mkdir(exist_ok=True)
         key = certs / "sa.key"
         if not key.exists():
-            subprocess.run(
-                ["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True
-            )
+            subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
             subprocess.run(
                 ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(certs / "sa.pub")],
                 check=True,
                 capture_output=True,
             )
-        (self.workdir / "tokens.csv").write_text(f'{self.admin_token},{ADMIN_TOKEN_USER},1,"system:masters"\n')
+        (self.workdir / "tokens.csv").write_text(
+            f'{self.admin_token},{ADMIN_TOKEN_USER},1,"system:masters"\n'
+        )
         self.kubeconfig.write_text(_kubeconfig(self.server, ADMIN_TOKEN_USER, self.admin_token))
 
     def start_etcd(self) -> None:
@@ -247,7 +264,9 @@ class ControlPlane:
             except (urllib.error.URLError, OSError) as exc:
                 last = str(exc)
             time.sleep(0.2)
-        raise TimeoutError(f"kube-apiserver not ready after {timeout}s ({last}):\n{self.tail_log('kube-apiserver')}")
+        raise TimeoutError(
+            f"kube-apiserver not ready after {timeout}s ({last}):\n{self.tail_log('kube-apiserver')}"
+        )
 
     def tail_log(self, name: str, lines: int = 30) -> str:
         path = self.workdir / f"{name}.log"
@@ -307,7 +326,11 @@ class ControlPlane:
             "kind": "List",
             "items": [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": name, "namespace": namespace},
+                },
             ],
         }
         self.kubectl("apply", "-f", "-", input=json.dumps(manifest))
@@ -333,7 +356,9 @@ def running_control_plane() -> Iterator[ControlPlane]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["build", "up", "versions"], help="build the binary, run one, or show versions")
+    parser.add_argument(
+        "action", choices=["build", "up", "versions"], help="build the binary, run one, or show versions"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
