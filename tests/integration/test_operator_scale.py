@@ -1,0 +1,97 @@
+"""Sync time at scale: 5,000 nodes and 50,000 bound pods, from process start to the first bind.
+
+Slow (it creates 55,000 objects), so it runs only with ``KOPF_SCHEDULER_SCALE=1`` (sizes via
+``KOPF_SCHEDULER_SCALE_NODES`` / ``_PODS``), on a control plane of its own:
+
+    KOPF_SCHEDULER_SCALE=1 pytest -m integration tests/integration/test_operator_scale.py -s
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.connection import from_kubeconfig
+from kopf_scheduler.cluster.controlplane import ControlPlane
+
+from .test_operator_helpers import Replica, deploy, node, node_of, pod, wait_for
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not os.environ.get("KOPF_SCHEDULER_SCALE"), reason="set KOPF_SCHEDULER_SCALE=1"),
+]
+
+NODES = int(os.environ.get("KOPF_SCHEDULER_SCALE_NODES", 5000))
+PODS = int(os.environ.get("KOPF_SCHEDULER_SCALE_PODS", 50000))
+SYNC_LIMIT = float(os.environ.get("KOPF_SCHEDULER_SCALE_LIMIT", 120))
+
+
+@pytest.fixture(scope="module")
+def big_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane()
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
+
+
+async def _populate(kubeconfig: Path, namespace: str) -> float:
+    api = ApiClient(from_kubeconfig(kubeconfig), max_in_flight=200)
+    start = time.monotonic()
+    try:
+        await api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+        sem = asyncio.Semaphore(200)
+
+        async def post(path: str, body: dict[str, object]) -> None:
+            async with sem:
+                await api.request("POST", path, body=body)
+
+        await asyncio.gather(
+            *(post("/api/v1/nodes", node(f"n{i:05d}", cpu="64", memory="256Gi")) for i in range(NODES))
+        )
+        await asyncio.gather(
+            *(
+                post(
+                    f"/api/v1/namespaces/{namespace}/pods",
+                    pod(f"r{i:06d}", namespace, scheduler="other", node_name=f"n{i % NODES:05d}"),
+                )
+                for i in range(PODS)
+            )
+        )
+    finally:
+        await api.close()
+    return time.monotonic() - start
+
+
+def test_sync_and_first_bind_at_scale(big_plane: ControlPlane, tmp_path: Path) -> None:
+    sa = deploy(big_plane)
+    ns = "scale"
+    created = asyncio.run(_populate(big_plane.kubeconfig, ns))
+    print(f"created {NODES} nodes and {PODS} bound pods in {created:.1f}s")
+    big_plane.kubectl("create", "-n", ns, "-f", "-", input=__import__("json").dumps(pod("first", ns)))
+    started = time.monotonic()
+    replica = Replica(sa, "scale", [ns], "scale-0", tmp_path)
+    try:
+        bound = wait_for(
+            lambda: node_of(big_plane, ns, "first"), SYNC_LIMIT + 60, interval=0.2, what="first bind"
+        )
+        first_bind = time.monotonic() - started
+        match = wait_for(lambda: re.search(r"Initial listing complete in ([0-9.]+)s", replica.logs()), 10)
+        sync = float(match.group(1))
+        status = Path(f"/proc/{replica.proc.pid}/status").read_text()
+        rss_kb = int(status.split("VmRSS:")[1].split()[0])
+        print(
+            f"scale: {NODES} nodes, {PODS} pods: initial sync {sync:.1f}s, start to first bind "
+            f"{first_bind:.1f}s (bound to {bound}), RSS {rss_kb / 1024:.0f} MiB"
+        )
+        assert first_bind < SYNC_LIMIT
+    finally:
+        replica.kill()
