@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.types import NodeInfo
 
-__all__ = ["MAX_PERMIT_TIMEOUT", "Framework", "FrameworkError", "WaitingPod", "go_duration"]
+__all__ = ["MAX_PERMIT_TIMEOUT", "Framework", "FrameworkError", "WaitingPod", "go_duration", "go_quote"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,29 @@ def is_success(status: Status | None) -> bool:
 def _as_error(status: Status, prefix: str) -> Status:
     err = Status(Code.ERROR, f"{prefix}: {status.message}", plugin=status.plugin, error=status.error)
     return err
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(text: str) -> str:
+    """Quote like Go's ``%q`` (``strconv.Quote``): messages must read exactly as the reference's."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def go_duration(seconds: float) -> str:
@@ -267,7 +290,7 @@ class Framework:
                 assert status is not None
                 status.plugin = p.name
                 if not status.is_rejected():
-                    return _as_error(status, f"running PreEnqueue plugin {p.name!r}")
+                    return _as_error(status, f"running PreEnqueue plugin {go_quote(p.name)}")
                 return status
         return None
 
@@ -296,7 +319,7 @@ class Framework:
                     if s.code == Code.UNSCHEDULABLE:
                         returned = s  # keep going so preemption has every plugin's state
                         continue
-                    return None, _as_error(s, f"running PreFilter plugin {p.name!r}"), set()
+                    return None, _as_error(s, f"running PreFilter plugin {go_quote(p.name)}"), set()
                 if r is not None and r.node_names is not None:
                     with_nodes.add(p.name)
                 result = r if result is None else result.merge(r)
@@ -321,7 +344,7 @@ class Framework:
             status = fn(state, pod, pod_to_add, node_info)
             if not is_success(status):
                 assert status is not None
-                return _as_error(status, f"running AddPod on PreFilter plugin {p.name!r}")
+                return _as_error(status, f"running AddPod on PreFilter plugin {go_quote(p.name)}")
         return None
 
     def run_pre_filter_extension_remove_pod(
@@ -334,7 +357,7 @@ class Framework:
             status = fn(state, pod, pod_to_remove, node_info)
             if not is_success(status):
                 assert status is not None
-                return _as_error(status, f"running RemovePod on PreFilter plugin {p.name!r}")
+                return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(p.name)}")
         return None
 
     # -- Filter --
@@ -345,7 +368,7 @@ class Framework:
             return None
         assert status is not None
         if not status.is_rejected():
-            status = _as_error(status, f"running {p.name!r} filter plugin")
+            status = _as_error(status, f"running {go_quote(p.name)} filter plugin")
         status.plugin = p.name
         return status
 
@@ -506,7 +529,7 @@ class Framework:
                     status = self._filter_status(p, state, pod, info)
                     if status is None:  # vector and per-node disagree: a plugin bug, say so
                         status = Status(
-                            Code.ERROR, f"plugin {p.name!r}: filter_vector rejected a node filter accepts"
+                            Code.ERROR, f"plugin {go_quote(p.name)}: filter_vector rejected a node filter accepts"
                         )
                         status.plugin = p.name
                     statuses.set(info.name, status)
@@ -530,8 +553,11 @@ class Framework:
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return r, s.with_plugin(p.name)
             if not s.is_rejected():
-                return None, _as_error(s, f"running PostFilter plugin {p.name!r}").with_plugin(p.name)
-            if r is not None and (r.nominated_node_name or r.victims):
+                # The reference passes the plugin's error through unprefixed here.
+                return None, Status(Code.ERROR, s.message, plugin=p.name, error=s.error)
+            if r is not None:
+                # A result (even PostFilterResult("")) is the reference's non-Noop nominating info:
+                # "" tells the scheduler to clear the pod's nomination.
                 result = r
             reasons.extend(s.reasons)
             rejector = rejector or p.name
@@ -551,7 +577,7 @@ class Framework:
                     continue
                 if not is_success(status):
                     assert status is not None
-                    return _as_error(status, f"running PreScore plugin {p.name!r}")
+                    return _as_error(status, f"running PreScore plugin {go_quote(p.name)}")
             return None
         finally:
             state.skip_score_plugins = skip
@@ -577,7 +603,7 @@ class Framework:
                     if not is_success(status):
                         assert status is not None
                         raise FrameworkError(
-                            _as_error(status, f"running Score plugins: plugin {p.name!r} failed with")
+                            _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
                         )
                     scores[j] = s
             normalize = getattr(p, "normalize_score", None)
@@ -587,13 +613,13 @@ class Framework:
                     assert status is not None
                     raise FrameworkError(
                         _as_error(
-                            status, f"running Normalize on Score plugins: plugin {p.name!r} failed with"
+                            status, f"running Normalize on Score plugins: plugin {go_quote(p.name)} failed with"
                         )
                     )
             if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                 msg = (
-                    f"applying score defaultWeights on Score plugins: plugin {p.name!r} returns an invalid "
+                    f"applying score defaultWeights on Score plugins: plugin {go_quote(p.name)} returns an invalid "
                     f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
                     "after normalizing"
                 )
@@ -611,7 +637,7 @@ class Framework:
                 assert status is not None
                 if status.is_rejected():
                     return status.with_plugin(p.name)
-                return _as_error(status, f"running Reserve plugin {p.name!r}")
+                return _as_error(status, f"running Reserve plugin {go_quote(p.name)}")
         return None
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
@@ -634,11 +660,11 @@ class Framework:
             if status.is_wait():
                 waits[p.name] = min(float(timeout), MAX_PERMIT_TIMEOUT)
                 continue
-            return _as_error(status, f"running Permit plugin {p.name!r}").with_plugin(p.name)
+            return _as_error(status, f"running Permit plugin {go_quote(p.name)}").with_plugin(p.name)
         if waits:
             self.waiting_pods[pod.uid] = WaitingPod(pod, waits, self.clock)
             return Status(
-                Code.WAIT, f"one or more plugins asked to wait and no plugin rejected pod {pod.name!r}"
+                Code.WAIT, f"one or more plugins asked to wait and no plugin rejected pod {go_quote(pod.name)}"
             )
         return None
 
@@ -687,7 +713,7 @@ class Framework:
                 assert status is not None
                 if status.is_rejected():
                     return status.with_plugin(p.name)
-                return _as_error(status, f"running PreBind plugin {p.name!r}")
+                return _as_error(status, f"running PreBind plugin {go_quote(p.name)}")
         return None
 
     async def run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
@@ -704,7 +730,7 @@ class Framework:
                 assert status is not None
                 if status.is_rejected():
                     return status.with_plugin(p.name)
-                return _as_error(status, f"running Bind plugin {p.name!r}")
+                return _as_error(status, f"running Bind plugin {go_quote(p.name)}")
             return None
         return status
 

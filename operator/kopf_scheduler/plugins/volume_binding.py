@@ -172,6 +172,11 @@ class _StateData:
         return self
 
 
+def _state_not_found() -> Status:
+    """The reference's ``reading %q from cycleState: not found`` (Go quoting, not Python's repr)."""
+    return Status(Code.ERROR, f'reading "{STATE_KEY}" from cycleState: not found')
+
+
 class _VolumeError(Exception):
     """An internal error that becomes an Error status (the reference's ``AsStatus(err)``)."""
 
@@ -500,7 +505,7 @@ class VolumeBinding(Plugin):
     def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
         if not isinstance(data, _StateData):
-            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+            return _state_not_found()
         if data.skip:
             return None
         node = node_info.node
@@ -708,7 +713,7 @@ class VolumeBinding(Plugin):
             return Status(Code.SKIP)
         data = state.get(STATE_KEY)
         if not isinstance(data, _StateData):
-            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+            return _state_not_found()
         return None if data.has_static_bindings else Status(Code.SKIP)
 
     def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
@@ -716,7 +721,7 @@ class VolumeBinding(Plugin):
             return 0, None
         data = state.get(STATE_KEY)
         if not isinstance(data, _StateData):
-            return 0, Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+            return 0, _state_not_found()
         pod_volumes = data.pod_volumes_by_node.get(node_info.name)
         if pod_volumes is None:
             return 0, None
@@ -745,7 +750,7 @@ class VolumeBinding(Plugin):
     def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
         if not isinstance(data, _StateData):
-            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+            return _state_not_found()
         pod_volumes = data.pod_volumes_by_node.get(node_name)
         if pod_volumes is None:
             data.all_bound = True  # the pod has no claims
@@ -835,7 +840,7 @@ class VolumeBinding(Plugin):
         """
         data = state.get(STATE_KEY)
         if not isinstance(data, _StateData):
-            return Status.as_error(KeyError(f"reading {STATE_KEY!r} from cycleState: not found"))
+            return _state_not_found()
         if data.all_bound:
             return None
         pod_volumes = data.pod_volumes_by_node.get(node_name)
