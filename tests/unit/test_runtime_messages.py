@@ -18,6 +18,7 @@ from kopf_scheduler.framework.runtime import Framework, FrameworkError, go_quote
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.testing.builders import make_node, make_pod
 
+
 class Sort(Plugin):
     name = "Sort"
 
@@ -103,7 +104,8 @@ def framework(*names: str) -> Framework:
     info.set_node(make_node("n1", cpu="4"))
     binder = [] if "Broken" in names else [{"name": "Binder"}]
     enabled = [{"name": "Sort"}, *binder] + [{"name": n} for n in names]
-    spec = {"schedulerName": "t", "plugins": {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}}}
+    multi = {"enabled": enabled, "disabled": [{"name": "*"}]}
+    spec = {"schedulerName": "t", "plugins": {"multiPoint": multi}}
     return Framework(load_profile(spec, REG), REG, snapshot=Snapshot([info]))
 
 

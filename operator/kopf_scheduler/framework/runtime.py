@@ -528,9 +528,8 @@ class Framework:
                 for info in node_infos:
                     status = self._filter_status(p, state, pod, info)
                     if status is None:  # vector and per-node disagree: a plugin bug, say so
-                        status = Status(
-                            Code.ERROR, f"plugin {go_quote(p.name)}: filter_vector rejected a node filter accepts"
-                        )
+                        msg = f"plugin {go_quote(p.name)}: filter_vector rejected a node filter accepts"
+                        status = Status(Code.ERROR, msg)
                         status.plugin = p.name
                     statuses.set(info.name, status)
                     diagnosis.add_plugin_status(status)
@@ -606,20 +605,19 @@ class Framework:
                             _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
                         )
                     scores[j] = s
+            quoted = go_quote(p.name)
             normalize = getattr(p, "normalize_score", None)
             if normalize is not None:
                 status = normalize(state, pod, scores)
                 if not is_success(status):
                     assert status is not None
                     raise FrameworkError(
-                        _as_error(
-                            status, f"running Normalize on Score plugins: plugin {go_quote(p.name)} failed with"
-                        )
+                        _as_error(status, f"running Normalize on Score plugins: plugin {quoted} failed with")
                     )
             if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                 msg = (
-                    f"applying score defaultWeights on Score plugins: plugin {go_quote(p.name)} returns an invalid "
+                    f"applying score defaultWeights on Score plugins: plugin {quoted} returns an invalid "
                     f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
                     "after normalizing"
                 )
@@ -663,9 +661,8 @@ class Framework:
             return _as_error(status, f"running Permit plugin {go_quote(p.name)}").with_plugin(p.name)
         if waits:
             self.waiting_pods[pod.uid] = WaitingPod(pod, waits, self.clock)
-            return Status(
-                Code.WAIT, f"one or more plugins asked to wait and no plugin rejected pod {go_quote(pod.name)}"
-            )
+            msg = f"one or more plugins asked to wait and no plugin rejected pod {go_quote(pod.name)}"
+            return Status(Code.WAIT, msg)
         return None
 
     def will_wait_on_permit(self, pod: PodSpec) -> bool:
