@@ -1,0 +1,169 @@
+"""Tables and the throughput chart for the bench runner's results (plain dicts, as in the JSON)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEDULERS", "chart", "ratio_table", "results_table", "write_json"]
+
+# Display order and labels: ours, the reference, the no-logic ceiling.
+SCHEDULERS = ("ours", "reference", "raw-bind")
+
+Result = Mapping[str, Any]
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _get(result: Result, *path: str) -> Any:
+    cur: Any = result
+    for key in path:
+        if not isinstance(cur, Mapping) or key not in cur:
+            return None
+        cur = cur[key]
+    return cur
+
+
+def _ms(seconds: Any) -> Any:
+    return None if seconds is None else seconds * 1000.0
+
+
+def _rows(results: Sequence[Result]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        m = r.get("measured") or {}
+        thr = m.get("throughput") or {}
+        lat = m.get("latency") or {}
+        rows.append(
+            [
+                str(r["workload"]),
+                str(r["scheduler"]),
+                f"{m.get('bound', 0)}/{m.get('count', 0)}",
+                _fmt(thr.get("average")),
+                _fmt(thr.get("p50")),
+                _fmt(thr.get("p90")),
+                _fmt(thr.get("p99")),
+                _fmt(thr.get("overall")),
+                _fmt(_ms(lat.get("p50")), 0),
+                _fmt(_ms(lat.get("p99")), 0),
+                _fmt(r.get("startup_seconds"), 2),
+                _fmt(_get(r, "cpu", "scheduler_measured")),
+                _fmt(_get(r, "cpu", "scheduler_total")),
+                _fmt(_get(r, "memory", "scheduler_peak_rss_mb"), 0),
+                _fmt(_get(r, "cpu", "apiserver_measured")),
+            ]
+        )
+    return rows
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |",
+        "| " + " | ".join("-" * w for w in widths) + " |",
+    ]
+    lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def results_table(results: Sequence[Result]) -> str:
+    """One row per (workload, scheduler): throughput, latency, start-up, CPU, memory."""
+    header = [
+        "workload", "scheduler", "bound", "thr avg", "thr p50", "thr p90", "thr p99", "overall",
+        "lat p50 ms", "lat p99 ms", "first bind s", "sched CPU s", "sched CPU s (all)", "RSS MB",
+        "apiserver CPU s",
+    ]  # fmt: skip
+    return _markdown(header, _rows(results))
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or not b:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+def ratio_table(results: Sequence[Result]) -> str:
+    """ours/reference and ours/ceiling per workload (throughput: higher is better for ours)."""
+    by: dict[str, dict[str, Result]] = {}
+    for r in results:
+        by.setdefault(str(r["workload"]), {})[str(r["scheduler"])] = r
+    header = [
+        "workload", "thr avg ours/ref", "thr avg ours/ceiling", "lat p99 ours/ref", "CPU ours/ref",
+        "first bind ours/ref",
+    ]  # fmt: skip
+    rows = []
+    for workload, runs in by.items():
+        ours, ref, raw = runs.get("ours", {}), runs.get("reference", {}), runs.get("raw-bind", {})
+        rows.append(
+            [
+                workload,
+                _ratio(
+                    _get(ours, "measured", "throughput", "average"),
+                    _get(ref, "measured", "throughput", "average"),
+                ),
+                _ratio(
+                    _get(ours, "measured", "throughput", "average"),
+                    _get(raw, "measured", "throughput", "average"),
+                ),
+                _ratio(_get(ours, "measured", "latency", "p99"), _get(ref, "measured", "latency", "p99")),
+                _ratio(_get(ours, "cpu", "scheduler_measured"), _get(ref, "cpu", "scheduler_measured")),
+                _ratio(ours.get("startup_seconds"), ref.get("startup_seconds")),
+            ]
+        )
+    return _markdown(header, rows)
+
+
+def chart(results: Sequence[Result], path: Path) -> Path | None:
+    """Throughput per 1-second window over time, one panel per workload; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    by: dict[str, dict[str, Result]] = {}
+    for r in results:
+        windows = _get(r, "measured", "throughput", "windows")
+        if windows and len(windows) > 1:
+            by.setdefault(str(r["workload"]), {})[str(r["scheduler"])] = r
+    if not by:
+        return None
+    cols = 2
+    rows = (len(by) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(12, 3.2 * rows), squeeze=False)
+    styles = {"ours": ("tab:blue", "-"), "reference": ("tab:orange", "-"), "raw-bind": ("tab:gray", ":")}
+    for ax, (workload, runs) in zip(axes.flat, by.items(), strict=False):
+        for name in SCHEDULERS:
+            if name not in runs:
+                continue
+            windows = runs[name]["measured"]["throughput"]["windows"]
+            color, style = styles[name]
+            label = "raw-bind (ceiling)" if name == "raw-bind" else name
+            ax.plot(range(1, len(windows) + 1), windows, style, color=color, label=label, linewidth=1.5)
+        ax.set_title(workload, fontsize=10)
+        ax.set_xlabel("seconds since first bind")
+        ax.set_ylabel("pods/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(by) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

@@ -1,0 +1,435 @@
+"""``kopf-scheduler bench``: our scheduler, the reference kube-scheduler and a raw-bind ceiling, side by side.
+
+For each workload and each scheduler, a fresh control plane (same ``kcp`` build) is started, the nodes
+and already-running pods are created bound, ONE scheduler is started, and the measured pods are
+created with that scheduler's name while a watch records when each is bound. Fresh per scheduler,
+because a previous run's pods would otherwise occupy the nodes the next one schedules onto.
+
+Figures per run (one JSON file each, plus ``summary.json``, a table and a PNG chart):
+- throughput in pods/s over 1-second windows from the first measured bind (average, p50, p90, p99,
+  like scheduler_perf's SchedulingThroughput), and ``overall`` = pods / (last bind - first POST);
+- create-to-bound latency p50/p99: from the runner's own ``time.monotonic()`` just before each
+  pod's POST (creationTimestamp has 1-second resolution) to the moment the runner's watch shows
+  ``spec.nodeName``;
+- the time from the scheduler process's start to its first bind (a warm-up pod pending before
+  it starts): the start-up figure, and the gate before the measured pods are created;
+- CPU seconds (user+system, psutil) of the scheduler, kube-apiserver, etcd and the runner, during
+  the measured phase; the scheduler's total CPU and peak RSS over its whole life.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from kopf_scheduler.bench import report
+from kopf_scheduler.bench.measure import Api, PodTracker, ProcessSampler, percentile, throughput_windows
+from kopf_scheduler.bench.workloads import NAMESPACE, SCALES, TRACK_LABEL, Workload, workloads
+from kopf_scheduler.cluster.controlplane import (
+    ControlPlane,
+    _die_with_parent,
+    _free_port,
+    build,
+    pinned_versions,
+)
+
+__all__ = ["SchedulerSpec", "add_arguments", "bench", "run", "run_one"]
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """How to start one scheduler under test and which schedulerName its pods carry."""
+
+    key: str  # "ours" | "reference" | "raw-bind"
+    scheduler_name: str
+
+
+SCHEDULERS: dict[str, SchedulerSpec] = {
+    "ours": SchedulerSpec("ours", "kopf-scheduler"),
+    "reference": SchedulerSpec("reference", "default-scheduler"),
+    "raw-bind": SchedulerSpec("raw-bind", "raw-bind"),
+}
+
+
+def _reference_config(plane: ControlPlane, qps: float) -> Path:
+    """The default profile; only the client's rate limit is raised, as scheduler_perf does."""
+    path = plane.workdir / "kube-scheduler.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": qps, "burst": int(qps)},
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
+    return path
+
+
+def _command(
+    spec: SchedulerSpec, plane: ControlPlane, args: argparse.Namespace
+) -> tuple[list[str], dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    if spec.key == "ours":
+        cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(plane.kubeconfig)]
+        cmd += ["--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
+        if args.profile_ours:
+            cmd = [args.py_spy, "record", "--rate", "50", "--format", "speedscope", "--output",
+                   str(args.profile_ours), "--subprocesses", "--", *cmd]  # fmt: skip
+        return cmd, env
+    if spec.key == "reference":
+        cmd = [
+            str(plane.bin_path),
+            "kube-scheduler",
+            f"--secure-port={_free_port()}",
+            "--bind-address=127.0.0.1",
+        ]
+        if args.reference_qps > 0:
+            cmd.append(f"--config={_reference_config(plane, args.reference_qps)}")
+        else:  # the plain defaults: client QPS 50 / burst 100
+            cmd += [f"--kubeconfig={plane.kubeconfig}", "--leader-elect=false"]
+        return cmd, env
+    env["KOPF_SCHEDULER_BENCH_TOKEN"] = plane.admin_token
+    cmd = [sys.executable, "-m", "kopf_scheduler.bench.rawbind", "--server", plane.server,
+           "--scheduler-name", spec.scheduler_name, "--max-seconds", "3600"]  # fmt: skip
+    return cmd, env
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    """The process group: a scheduler, or py-spy and the scheduler it records (SIGINT: py-spy saves)."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def _pods_path(body: Mapping[str, Any]) -> str:
+    return f"/api/v1/namespaces/{body['metadata']['namespace']}/pods"
+
+
+async def _setup(api: Api, plane: ControlPlane, workload: Workload) -> dict[str, float]:
+    """Namespace, priority classes, nodes, running pods; seconds per step."""
+    times: dict[str, float] = {}
+    started = time.monotonic()
+    await api.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": NAMESPACE}})  # fmt: skip
+    for name, value in workload.priority_classes.items():
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        await api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
+    times["nodes"] = await api.create_all(lambda _: "/api/v1/nodes", workload.node_objects())
+    times["init_pods"] = await api.create_all(_pods_path, workload.init_objects())
+    times["total"] = time.monotonic() - started
+    return times
+
+
+async def _count_bound(api: Api, prefix: str) -> tuple[int, int]:
+    """(pods named ``prefix*`` still present, how many of them are bound), paging through the list."""
+    present = bound = 0
+    cont = ""
+    for _ in range(10_000):  # bounded paging
+        page = await api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?limit=2000&continue={cont}")
+        for item in page.get("items") or []:
+            if str(item["metadata"]["name"]).startswith(prefix):
+                present += 1
+                bound += bool((item.get("spec") or {}).get("nodeName"))
+        cont = str((page.get("metadata") or {}).get("continue") or "")
+        if not cont:
+            break
+    return present, bound
+
+
+async def _measure(
+    plane: ControlPlane, workload: Workload, spec: SchedulerSpec, args: argparse.Namespace, log_path: Path
+) -> dict[str, Any]:
+    api = Api(plane.server, plane.admin_token, concurrency=args.concurrency)
+    result: dict[str, Any] = {}
+    proc: subprocess.Popen[bytes] | None = None
+    sampler: ProcessSampler | None = None
+    tracker = PodTracker(api, NAMESPACE, f"{TRACK_LABEL}=1")
+    try:
+        result["setup_seconds"] = await _setup(api, plane, workload)
+        deadline = time.monotonic() + args.startup_timeout + workload.timeout + 120
+        await tracker.start(deadline)
+        await api.request(
+            "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", workload.warmup_object(spec.scheduler_name)
+        )
+
+        cmd, env = _command(spec, plane, args)
+        with log_path.open("wb") as log:
+            spawned = time.monotonic()
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, preexec_fn=_die_with_parent
+            )
+        sampler = ProcessSampler(proc.pid).start()
+        apiserver = ProcessSampler(plane.processes["kube-apiserver"].pid)
+        etcd = ProcessSampler(plane.processes["etcd"].pid)
+        runner = psutil.Process()
+
+        if not await tracker.wait_bound(["warmup"], args.startup_timeout):
+            raise RuntimeError(f"{spec.key} bound nothing within {args.startup_timeout}s (log: {log_path})")
+        result["startup_seconds"] = tracker.bound_at["warmup"] - spawned
+
+        cpu0 = (
+            sampler.cpu_seconds(),
+            apiserver.cpu_seconds(),
+            etcd.cpu_seconds(),
+            sum(runner.cpu_times()[:2]),
+        )
+        measure_start = time.monotonic()
+        unschedulable = workload.unschedulable_objects(spec.scheduler_name)
+        if unschedulable:
+            await api.create_all(_pods_path, unschedulable)
+        bodies = workload.measure_objects(spec.scheduler_name)
+        names = [b["metadata"]["name"] for b in bodies]
+        posted_at: dict[str, float] = {}
+        create = asyncio.ensure_future(api.create_all(_pods_path, bodies, posted_at=posted_at))
+        all_bound = await tracker.wait_bound(names, workload.timeout)
+        create_seconds = await create
+        measure_end = time.monotonic()
+        cpu1 = (
+            sampler.cpu_seconds(),
+            apiserver.cpu_seconds(),
+            etcd.cpu_seconds(),
+            sum(runner.cpu_times()[:2]),
+        )
+
+        bound_times = [tracker.bound_at[n] for n in names if n in tracker.bound_at]
+        latencies = [
+            tracker.bound_at[n] - posted_at[n] for n in names if n in tracker.bound_at and n in posted_at
+        ]
+        first_bind = min(bound_times) if bound_times else measure_start
+        last_bind = max(bound_times) if bound_times else measure_end
+        windows = throughput_windows(bound_times, first_bind, last_bind)
+        first_post = min(posted_at.values()) if posted_at else measure_start
+        result["measured"] = {
+            "count": len(names),
+            "bound": len(bound_times),
+            "all_bound": all_bound,
+            "create_seconds": create_seconds,
+            "created_per_second": len(names) / create_seconds if create_seconds > 0 else None,
+            "throughput": {
+                "average": sum(windows) / len(windows) if windows else None,
+                "p50": percentile(windows, 50),
+                "p90": percentile(windows, 90),
+                "p99": percentile(windows, 99),
+                "overall": len(bound_times) / (last_bind - first_post) if last_bind > first_post else None,
+                "windows": windows,
+            },
+            "latency": {
+                "p50": percentile(latencies, 50),
+                "p90": percentile(latencies, 90),
+                "p99": percentile(latencies, 99),
+                "max": max(latencies) if latencies else None,
+                "from": "runner time.monotonic() before each pod's POST",
+                "to": "runner watch event showing spec.nodeName",
+            },
+            "seconds": measure_end - measure_start,
+        }
+        if workload.unschedulable_pods:
+            present, bound = await _count_bound(api, "unsched-")
+            result["unschedulable"] = {"count": len(unschedulable), "present": present, "bound": bound}
+        if workload.priority_classes:
+            present, bound = await _count_bound(api, "init-")
+            result["preemption"] = {"init_pods": workload.init_pods, "init_pods_left": present}
+        result["cpu"] = {
+            "scheduler_measured": cpu1[0] - cpu0[0],
+            "apiserver_measured": cpu1[1] - cpu0[1],
+            "etcd_measured": cpu1[2] - cpu0[2],
+            "runner_measured": cpu1[3] - cpu0[3],
+        }
+        return result
+    finally:
+        if sampler is not None:
+            sampler.stop()
+            result.setdefault("cpu", {})["scheduler_total"] = sampler.cpu_seconds()
+            result["memory"] = {"scheduler_peak_rss_mb": sampler.peak_rss / 2**20}
+        if proc is not None:
+            _stop(proc, signal.SIGINT if spec.key == "ours" and args.profile_ours else signal.SIGTERM)
+            result["exit_code"] = proc.returncode
+        await tracker.stop()
+        await api.close()
+
+
+def run_one(
+    binary: Path, workload: Workload, spec: SchedulerSpec, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One workload with one scheduler on a fresh control plane; the control plane is always stopped."""
+    out: Path = args.out
+    slug = f"{workload.name.replace('/', '-')}--{spec.key}"
+    log_path = out / "logs" / f"{slug}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {
+        "workload": workload.name,
+        "scheduler": spec.key,
+        "scheduler_name": spec.scheduler_name,
+        "scale": args.scale,
+        "params": {
+            "nodes": workload.nodes,
+            "init_pods": workload.init_pods,
+            "measure_pods": workload.measure_pods,
+            "unschedulable_pods": workload.unschedulable_pods,
+            "note": workload.note,
+        },
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "log": str(log_path),
+    }
+    plane = ControlPlane(binary)
+    try:
+        plane.start()
+        plane.kubectl("apply", "-f", str(ROOT / "crds"))  # ours serves SchedulerProfiles; same state for all
+        result.update(asyncio.run(_measure(plane, workload, spec, args, log_path)))
+    except Exception as exc:  # one failed run must not lose the others' results
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        plane.stop()
+    report.write_json(out / f"{slug}.json", result)
+    return result
+
+
+def _versions(binary: Path) -> dict[str, str]:
+    from importlib.metadata import version
+
+    versions = dict(pinned_versions())
+    versions["python"] = platform.python_version()
+    for dist in ("kopf", "kopf-scheduler", "aiohttp", "numpy"):
+        with contextlib.suppress(Exception):
+            versions[dist] = version(dist)
+    versions["kcp"] = str(binary)
+    return versions
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        ),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+    }
+
+
+def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every chosen workload x scheduler; writes the JSON files, the chart; returns the results."""
+    available = workloads(args.scale)
+    chosen = args.workloads or list(available)
+    unknown = [w for w in chosen if w not in available]
+    if unknown:
+        raise SystemExit(f"unknown workloads {unknown}; choose from {list(available)}")
+    binary = build()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    for name in chosen:
+        workload = available[name]
+        if args.timeout:
+            workload.timeout = args.timeout
+        for key in args.schedulers:
+            started = time.monotonic()
+            print(f"[bench] {name} with {key} ...", file=sys.stderr, flush=True)
+            result = run_one(binary, workload, SCHEDULERS[key], args)
+            m = result.get("measured") or {}
+            print(
+                f"[bench]   {result.get('error') or 'ok'}: bound {m.get('bound')}/{m.get('count')}, "
+                f"avg {(m.get('throughput') or {}).get('average')} pods/s, "
+                f"first bind {result.get('startup_seconds')}s ({time.monotonic() - started:.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            results.append(result)
+    summary = {
+        "command": " ".join(["kopf-scheduler", *sys.argv[1:]]) if sys.argv else "",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": _machine(),
+        "versions": _versions(binary),
+        "reference_qps": args.reference_qps,
+        "results": results,
+    }
+    report.write_json(args.out / "summary.json", summary)
+    report.chart(results, args.out / "throughput.png")
+    return results
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workloads", nargs="+", metavar="NAME", help="default: all (see --list)")
+    parser.add_argument("--scale", choices=SCALES, default="small", help="tiny is the CI smoke size")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="directory for JSON, PNG, logs"
+    )
+    parser.add_argument("--schedulers", nargs="+", choices=list(SCHEDULERS), default=list(SCHEDULERS))
+    parser.add_argument(
+        "--timeout", type=float, default=0.0, help="seconds to wait for measured pods (0: per workload)"
+    )
+    parser.add_argument(
+        "--startup-timeout", type=float, default=300.0, help="seconds to wait for the first bind"
+    )
+    parser.add_argument("--concurrency", type=int, default=32, help="concurrent POSTs of the runner")
+    parser.add_argument(
+        "--reference-qps",
+        type=float,
+        default=5000.0,
+        help="kube-scheduler client QPS/burst (scheduler_perf uses 5000; 0: the defaults 50/100)",
+    )
+    parser.add_argument("--profile-ours", type=Path, default=None, help="py-spy record ours into this file")
+    parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
+    parser.add_argument("--list", action="store_true", help="list the workloads at --scale and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for w in workloads(args.scale).values():
+            extra = f", {w.unschedulable_pods} unschedulable" if w.unschedulable_pods else ""
+            print(
+                f"{w.name}: {w.nodes} nodes, {w.init_pods} running, "
+                f"{w.measure_pods} measured{extra} ({w.note})"
+            )
+        return 0
+    results = bench(args)
+    print(report.results_table(results))
+    print()
+    print(report.ratio_table(results))
+    print(f"\nJSON, chart and logs in {args.out}")
+    return 1 if any(r.get("error") for r in results) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kopf-scheduler bench")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

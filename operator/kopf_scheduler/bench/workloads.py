@@ -1,0 +1,250 @@
+"""Workloads shaped like scheduler_perf's ``config/performance-config.yaml``, scaled to a 2-core box.
+
+Each workload is: nodes, pods already running on them (created bound, ``spec.nodeName`` set, so
+setting up does not depend on the scheduler under test), optional pods that never fit (created
+right before the measured ones and not waited for, like scheduler_perf's ``skipWaitToCompletion``),
+and the measured pods. Pod and node shapes follow scheduler_perf's templates: 4 CPU / 32Gi / 110-pod
+nodes; 100m / 500Mi pods; 900m low-priority victims and 3000m high-priority preemptors; 9-CPU pods
+that fit nowhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["NAMESPACE", "SCALES", "TRACK_LABEL", "Workload", "workloads"]
+
+NAMESPACE = "bench"
+TRACK_LABEL = "kopf-scheduler.bench/track"  # the warm-up and measured pods: what the tracker watches
+ZONE = "topology.kubernetes.io/zone"
+SCALES = ("tiny", "small", "full")
+
+Obj = dict[str, Any]
+
+
+def node(name: str, labels: dict[str, str] | None = None) -> Obj:
+    """scheduler_perf's node-default: 4 CPU, 32Gi, 110 pods, Ready."""
+    capacity = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "phase": "Running",
+        },
+    }
+
+
+def pod(
+    name: str,
+    *,
+    cpu: str = "100m",
+    memory: str = "500Mi",
+    limits: bool = True,
+    labels: dict[str, str] | None = None,
+    priority_class: str | None = None,
+    grace_zero: bool = False,
+    **spec: Any,
+) -> Obj:
+    """A pause pod like scheduler_perf's templates; extra ``spec`` keys are merged in."""
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = {"cpu": cpu, "memory": memory}
+    body: Obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(labels or {})},
+        "spec": {
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "ports": [{"containerPort": 80}],
+                    "resources": resources,
+                }
+            ],
+            **spec,
+        },
+    }
+    if priority_class:
+        body["spec"]["priorityClassName"] = priority_class
+    if grace_zero:
+        # Without a kubelet a deleted bound pod would wait for it forever; 0 deletes at once
+        # (scheduler_perf's low-priority template does the same, for the same reason).
+        body["spec"]["terminationGracePeriodSeconds"] = 0
+    return body
+
+
+PodFactory = Callable[[str], Obj]
+
+
+@dataclass
+class Workload:
+    """One measured scenario; pods are made by factories so names and schedulerName come late."""
+
+    name: str
+    nodes: int
+    init_pods: int
+    measure_pods: int
+    unschedulable_pods: int = 0
+    node_labels: Callable[[int], dict[str, str]] = lambda i: {}
+    init_pod: PodFactory = lambda name: pod(name)
+    measure_pod: PodFactory = lambda name: pod(name)
+    unschedulable_pod: PodFactory = lambda name: pod(name, cpu="9", limits=False)
+    init_per_node: int = 0  # >0: exactly this many init pods per node (preemption); else round-robin
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    timeout: float = 240.0  # seconds to wait for the measured pods
+    note: str = ""
+
+    def node_objects(self) -> list[Obj]:
+        return [node(f"node-{i:05d}", self.node_labels(i)) for i in range(self.nodes)]
+
+    def init_objects(self) -> list[Obj]:
+        """Pods already running: bound to nodes round-robin (or ``init_per_node`` each) at creation."""
+        out = []
+        for i in range(self.init_pods):
+            body = self.init_pod(f"init-{i:06d}")
+            index = i // self.init_per_node if self.init_per_node else i % self.nodes
+            body["spec"]["nodeName"] = f"node-{index % self.nodes:05d}"
+            out.append(body)
+        return out
+
+    def unschedulable_objects(self, scheduler_name: str) -> list[Obj]:
+        out = []
+        for i in range(self.unschedulable_pods):
+            body = self.unschedulable_pod(f"unsched-{i:06d}")
+            body["spec"]["schedulerName"] = scheduler_name
+            out.append(body)
+        return out
+
+    def measure_objects(self, scheduler_name: str, prefix: str = "pod") -> list[Obj]:
+        out = []
+        for i in range(self.measure_pods):
+            body = self.measure_pod(f"{prefix}-{i:06d}")
+            body["metadata"]["labels"][TRACK_LABEL] = "1"
+            body["spec"]["schedulerName"] = scheduler_name
+            out.append(body)
+        return out
+
+    def warmup_object(self, scheduler_name: str) -> Obj:
+        """One plain pod pending before the scheduler starts: its bind says the scheduler is live."""
+        body = pod("warmup", cpu="10m", memory="16Mi", labels={TRACK_LABEL: "1"})
+        body["spec"]["schedulerName"] = scheduler_name
+        return body
+
+
+def _anti_affinity_pod(name: str) -> Obj:
+    term = {"labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "kubernetes.io/hostname"}
+    return pod(
+        name,
+        labels={"color": "green"},
+        affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    )
+
+
+def _spread_pod(name: str) -> Obj:
+    constraint = {
+        "maxSkew": 5,
+        "topologyKey": ZONE,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"color": "blue"}},
+    }
+    return pod(name, labels={"color": "blue"}, topologySpreadConstraints=[constraint])
+
+
+def _node_affinity_pod(name: str) -> Obj:
+    term = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone1", "zone2"]}]}
+    return pod(
+        name,
+        affinity={
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        },
+    )
+
+
+# (nodes, init, measure[, unschedulable]) per scale; "full" follows the brief, "small" keeps each
+# run near a minute, "tiny" is the CI smoke size.
+_SIZES: dict[str, dict[str, tuple[int, ...]]] = {
+    "SchedulingBasic/1000Nodes": {"tiny": (5, 5, 20), "small": (500, 500, 1000), "full": (1000, 1000, 2000)},
+    "SchedulingBasic/5000Nodes": {
+        "tiny": (5, 5, 20),
+        "small": (5000, 1000, 1000),
+        "full": (5000, 1000, 2000),
+    },
+    "SchedulingPodAntiAffinity": {"tiny": (10, 2, 5), "small": (500, 100, 400), "full": (1000, 200, 600)},
+    "TopologySpreading": {"tiny": (6, 6, 20), "small": (500, 1000, 1000), "full": (1000, 2000, 2000)},
+    "SchedulingNodeAffinity": {"tiny": (5, 5, 20), "small": (500, 500, 1000), "full": (1000, 1000, 2000)},
+    "Unschedulable": {"tiny": (5, 0, 20, 5), "small": (500, 0, 1000, 200), "full": (5000, 0, 2000, 200)},
+    "PreemptionBasic": {"tiny": (5, 20, 5), "small": (500, 2000, 500), "full": (500, 2000, 500)},
+    "StartUp": {"tiny": (5, 50, 1), "small": (1000, 10000, 1), "full": (5000, 50000, 1)},
+}
+
+
+def workloads(scale: str) -> dict[str, Workload]:
+    """All workloads at one scale, by name (the order is the order they run in)."""
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; one of {SCALES}")
+
+    def size(name: str) -> tuple[int, ...]:
+        return _SIZES[name][scale]
+
+    out: list[Workload] = []
+    for name in ("SchedulingBasic/1000Nodes", "SchedulingBasic/5000Nodes"):
+        n, i, m = size(name)
+        out.append(Workload(name, n, i, m, note="pod-default on node-default"))
+    n, i, m = size("SchedulingPodAntiAffinity")
+    out.append(
+        Workload(
+            "SchedulingPodAntiAffinity", n, i, m,
+            init_pod=_anti_affinity_pod, measure_pod=_anti_affinity_pod,
+            note="required anti-affinity to color=green on hostname: one such pod per node",
+        )
+    )  # fmt: skip
+    n, i, m = size("TopologySpreading")
+    moons = ["moon-1", "moon-2", "moon-3"]
+    out.append(
+        Workload(
+            "TopologySpreading", n, i, m,
+            node_labels=lambda k: {ZONE: moons[k % 3]}, measure_pod=_spread_pod,
+            note="zones moon-1..3; maxSkew 5 DoNotSchedule on zone over color=blue",
+        )
+    )  # fmt: skip
+    n, i, m = size("SchedulingNodeAffinity")
+    out.append(
+        Workload(
+            "SchedulingNodeAffinity", n, i, m,
+            node_labels=lambda k: {ZONE: "zone1"}, measure_pod=_node_affinity_pod,
+            note="all nodes zone1; required node affinity zone In [zone1, zone2]",
+        )
+    )  # fmt: skip
+    n, i, m, u = size("Unschedulable")
+    out.append(
+        Workload(
+            "Unschedulable", n, i, m, unschedulable_pods=u,
+            note=f"{u} pods asking 9 CPU (fit nowhere) created first, then the measured pods",
+        )
+    )  # fmt: skip
+    n, i, m = size("PreemptionBasic")
+    out.append(
+        Workload(
+            "PreemptionBasic", n, i, m,
+            init_per_node=max(1, i // n),
+            init_pod=lambda name: pod(name, cpu="900m", priority_class="bench-low", grace_zero=True),
+            measure_pod=lambda name: pod(name, cpu="3", priority_class="bench-high"),
+            priority_classes={"bench-low": 0, "bench-high": 10},
+            note="4 x 900m low-priority pods per node; each 3-CPU high-priority pod must preempt",
+        )
+    )  # fmt: skip
+    n, i, m = size("StartUp")
+    out.append(
+        Workload(
+            "StartUp", n, i, m,
+            note="time from the scheduler's start to its first bind (the warm-up pod)",
+        )
+    )  # fmt: skip
+    return {w.name: w for w in out}
