@@ -213,8 +213,13 @@ class SchedulerRuntime:
         if self._invalid_reported.get(uid) == rv or not self.leader.leading.is_set():
             return
         self._invalid_reported[uid] = rv
-        pod = PodSpec(uid=uid, namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name")),
-                      scheduler_name=str(spec.get("schedulerName")), raw=raw)  # fmt: skip
+        pod = PodSpec(
+            uid=uid,
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name")),
+            scheduler_name=str(spec.get("schedulerName")),
+            raw=raw,
+        )
         report = self.client.record_failed(pod, "SchedulerError", f"invalid pod: {exc}")
         self._spawn(f"report-invalid-{uid}", report)
 
@@ -298,8 +303,12 @@ class SchedulerRuntime:
         if not self.synced.is_set():
             self.sync_seconds = time.monotonic() - self.started
             metrics.SYNC_SECONDS.set(self.sync_seconds)
-            logger.info("Initial listing complete in %.2fs: %d nodes, %d pods",
-                        self.sync_seconds, len(self.nodes.store), len(self.pods.store))  # fmt: skip
+            logger.info(
+                "Initial listing complete in %.2fs: %d nodes, %d pods",
+                self.sync_seconds,
+                len(self.nodes.store),
+                len(self.pods.store),
+            )
             self.synced.set()
             self.health.ready = True
 
@@ -429,10 +438,11 @@ async def profile_event(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> 
     """Event handler only: no finalizer and no annotations on SchedulerProfiles; status via /status."""
     if _RUNTIME is None:
         return
+    raw = event.get("object") or {}  # the raw dict: kopf.Body's nested views are read-only wrappers
     if event.get("type") == "DELETED":
-        _RUNTIME.controller.delete(body)
+        _RUNTIME.controller.delete(raw)
     else:
-        await _RUNTIME.controller.apply(dict(body))
+        await _RUNTIME.controller.apply(raw)
 
 
 @kopf.on.probe(id="scheduler")
@@ -443,4 +453,3 @@ def probe(**_: Any) -> Mapping[str, Any]:
     if not live:
         raise RuntimeError(why)
     return _RUNTIME.stats()
-
