@@ -1,0 +1,50 @@
+"""The bench runner end to end at a tiny size: it is not a benchmark, it keeps the runner working.
+
+One workload, all three schedulers (reference, raw-bind, ours), each on its own fresh control plane;
+asserts the JSON files carry the figures the docs quote and that every measured pod got bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from kopf_scheduler.bench import runner
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+FIELDS = ("average", "p50", "p90", "p99", "overall", "windows")
+
+
+def test_bench_smoke(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--scale", "tiny", "--workloads", "SchedulingBasic/1000Nodes", "--out", str(tmp_path),
+            "--schedulers", "reference", "raw-bind", "ours", "--timeout", "60", "--startup-timeout", "60",
+        ]
+    )  # fmt: skip
+    assert runner.run(args) == 0
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["versions"]["kubernetes"]
+    assert summary["machine"]["cpus"] >= 1
+    results = {r["scheduler"]: r for r in summary["results"]}
+    assert set(results) == {"reference", "raw-bind", "ours"}
+    for key, result in results.items():
+        assert "error" not in result, (key, result["error"])
+        per_run = json.loads((tmp_path / f"SchedulingBasic-1000Nodes--{key}.json").read_text())
+        assert per_run["scheduler"] == key
+        measured = result["measured"]
+        assert measured["count"] == 20
+        assert measured["bound"] == 20 and measured["all_bound"], (key, measured)
+        assert set(FIELDS) <= set(measured["throughput"])
+        latency = measured["latency"]
+        assert latency["p50"] is not None and latency["p99"] >= latency["p50"]
+        assert result["startup_seconds"] > 0
+        assert result["cpu"]["scheduler_measured"] >= 0 and result["cpu"]["apiserver_measured"] > 0
+        assert result["memory"]["scheduler_peak_rss_mb"] > 0
