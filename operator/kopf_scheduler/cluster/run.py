@@ -15,22 +15,38 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", default=os.environ.get("KOPF_SCHEDULER_KUBECONFIG"),
-                        help="kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)")  # fmt: skip
+    parser.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KOPF_SCHEDULER_KUBECONFIG"),
+        help="kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)",
+    )
     parser.add_argument("--context", help="kubeconfig context (default: current-context)")
-    parser.add_argument("--namespace", action="append", default=[],
-                        help="schedule only pods of these namespaces (repeatable; pods of all namespaces "
-                             "still count on their nodes). Default: all namespaces")  # fmt: skip
-    parser.add_argument("--peering", default=os.environ.get("KOPF_SCHEDULER_PEERING", "kopf-scheduler"),
-                        help="ClusterKopfPeering object used for leader election")  # fmt: skip
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        help="schedule only pods of these namespaces (repeatable; pods of all namespaces "
+        "still count on their nodes). Default: all namespaces",
+    )
+    parser.add_argument(
+        "--peering",
+        default=os.environ.get("KOPF_SCHEDULER_PEERING", "kopf-scheduler"),
+        help="ClusterKopfPeering object used for leader election",
+    )
     parser.add_argument("--standalone", action="store_true", help="no leader election (one replica only)")
-    parser.add_argument("--priority", type=int, default=None,
-                        help="peering priority (default: from the start time; older lead)")  # fmt: skip
-    parser.add_argument("--peering-lifetime", type=int, default=10,
-                        help="seconds until a silent leader is presumed dead")  # fmt: skip
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="peering priority (default: from the start time; older lead)",
+    )
+    parser.add_argument(
+        "--peering-lifetime", type=int, default=10, help="seconds until a silent leader is presumed dead"
+    )
     port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT", 8080))
-    parser.add_argument("--metrics-port", type=int, default=port,
-                        help="port of /metrics, /healthz and /readyz (0: off)")  # fmt: skip
+    parser.add_argument(
+        "--metrics-port", type=int, default=port, help="port of /metrics, /healthz and /readyz (0: off)"
+    )
     parser.add_argument("--metrics-host", default="0.0.0.0")
     parser.add_argument("--max-in-flight", type=int, default=64, help="bound on concurrent API requests")
     parser.add_argument("--parallel-binds", type=int, default=64, help="bound on concurrent binding cycles")
@@ -42,13 +58,14 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     from kopf_scheduler.cluster import operator
+    from kopf_scheduler.cluster.leader import start_priority
 
     options = operator.Options(
         kubeconfig=args.kubeconfig,
         context=args.context,
         peering=args.peering,
         standalone=args.standalone,
-        priority=args.priority,
+        priority=args.priority if args.priority is not None else start_priority(),
         peering_lifetime=args.peering_lifetime,
         metrics_host=args.metrics_host,
         metrics_port=args.metrics_port or None,
