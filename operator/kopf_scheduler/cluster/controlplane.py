@@ -227,6 +227,7 @@ class ControlPlane:
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
                 f"--secure-port={self.port}",
                 f"--cert-dir={certs}",
                 f"--token-auth-file={self.workdir / 'tokens.csv'}",
