@@ -239,7 +239,9 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.96.0.0/16",
                 # No controller-manager runs here, so nothing would create the default ServiceAccounts
                 # that this admission plugin insists on for every pod.
-                "--disable-admission-plugins=ServiceAccount",
+                # Nor does the node-lifecycle controller run, which would lift the not-ready taint
+                # that TaintNodesByCondition puts on every new node; without it no node could be used.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--v=0",
             ],
