@@ -91,6 +91,8 @@ def _ready(plane: ControlPlane, name: str) -> dict[str, Any]:
 def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa_kubeconfig: Path) -> None:
     out = control_plane.kubectl("apply", "-f", str(ROOT / "crds"), "-f", str(ROOT / "manifests"))
     assert "deployment.apps/kopf-scheduler" in out
+    assert "clusterrole.rbac.authorization.k8s.io/kopf-scheduler" in out
+    out = control_plane.kubectl("apply", "-f", str(ROOT / "manifests" / "custom-resources"))
     assert "schedulerprofile.kopfscheduler.io/binpack" in out
     dep = get_json(control_plane, "deployment", "kopf-scheduler", "-n", "kopf-scheduler")
     assert dep["spec"]["replicas"] == 2

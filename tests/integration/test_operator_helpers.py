@@ -29,16 +29,16 @@ def free_port() -> int:
 def wait_for(fn: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.2, what: str = "") -> T:
     deadline = time.monotonic() + timeout
     last: Any = None
+    error: str | None = None
     while time.monotonic() < deadline:
         try:
             last = fn()
         except subprocess.CalledProcessError as exc:
-            last = exc.stderr
-            last = None if last is None else last
+            error, last = exc.stderr, None
         if last:
             return last
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what or fn}: last={last!r}")
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what or fn}: last={last!r} error={error!r}")
 
 
 def get_json(plane: ControlPlane, *args: str) -> Any:
@@ -175,9 +175,13 @@ def pod(
 
 
 def create(plane: ControlPlane, *objs: dict[str, Any]) -> None:
-    plane.kubectl(
-        "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)})
-    )
+    """Create objects; nodes lose the not-ready taint the apiserver adds on create (no kubelet here)."""
+    items = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)})
+    plane.kubectl("create", "-f", "-", input=items)
+    for obj in objs:
+        if obj["kind"] == "Node":
+            name = obj["metadata"]["name"]
+            plane.kubectl("patch", "node", name, "--type=merge", "-p", '{"spec":{"taints":null}}')
 
 
 def node_of(plane: ControlPlane, namespace: str, name: str) -> str:

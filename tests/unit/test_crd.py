@@ -132,7 +132,11 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str = "spec") -> None
 
 
 def test_example_profile_is_valid_for_crd_and_engine() -> None:
-    docs = list(yaml.safe_load_all((ROOT / "manifests" / "50-schedulerprofile-example.yaml").read_text()))
+    docs = list(
+        yaml.safe_load_all(
+            (ROOT / "manifests" / "custom-resources" / "schedulerprofile-example.yaml").read_text()
+        )
+    )
     profiles = [d for d in docs if d and d.get("kind") == "SchedulerProfile"]
     assert profiles
     for doc in profiles:
