@@ -27,9 +27,21 @@ DEFAULT_PATH = Path(__file__).resolve().parents[3] / "crds" / "schedulerprofile.
 
 # JSON-schema keywords the CRD's OpenAPI v3 subset accepts as they are.
 _KEEP = {
-    "type", "description", "minimum", "maximum", "minLength", "maxLength", "pattern", "enum",
-    "minItems", "maxItems", "format", "required", "multipleOf", "uniqueItems",
-}  # fmt: skip
+    "type",
+    "description",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "enum",
+    "minItems",
+    "maxItems",
+    "format",
+    "required",
+    "multipleOf",
+    "uniqueItems",
+}
 
 
 def structural_schema(schema: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> dict[str, Any]:
