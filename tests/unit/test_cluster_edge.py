@@ -369,3 +369,45 @@ def test_truncate_note() -> None:
     assert truncate_note("x" * 10) == "x" * 10
     long = truncate_note("y" * 5000)
     assert len(long) == 1024 and long.endswith(" ...")
+
+
+# --- health -------------------------------------------------------------------------------------
+
+
+def test_healthz_fails_when_the_loop_is_stuck() -> None:
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    from kopf_scheduler.cluster import metrics
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    health = metrics.Health(stuck_after=5.0)
+    server = metrics.serve(health, "127.0.0.1", port)
+
+    def get(path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    try:
+        assert get("/healthz") == 200
+        assert get("/readyz") == 503
+        health.ready = True
+        assert get("/readyz") == 200
+        health.beat = time.monotonic() - 6.0  # no heartbeat for 6 s: the loop is blocked
+        assert get("/healthz") == 500
+        health.beat = time.monotonic()
+        health.checks["scheduling"] = lambda: "ended: RuntimeError()"
+        assert get("/healthz") == 500
+        assert (
+            "scheduler_bind_errors_total"
+            in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        )
+    finally:
+        metrics.stop(server)
