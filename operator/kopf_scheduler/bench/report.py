@@ -64,6 +64,7 @@ def _rows(results: Sequence[Result]) -> list[list[str]]:
                 _fmt(_get(r, "cpu", "scheduler_total")),
                 _fmt(_get(r, "memory", "scheduler_peak_rss_mb"), 0),
                 _fmt(_get(r, "cpu", "apiserver_measured")),
+                _fmt(_get(r, "cpu", "others_measured")),
             ]
         )
     return rows
@@ -84,7 +85,7 @@ def results_table(results: Sequence[Result]) -> str:
     header = [
         "workload", "scheduler", "bound", "thr avg", "thr p50", "thr p90", "thr p99", "overall",
         "lat p50 ms", "lat p99 ms", "first bind s", "sched CPU s", "sched CPU s (all)", "RSS MB",
-        "apiserver CPU s",
+        "apiserver CPU s", "others CPU s",
     ]  # fmt: skip
     return _markdown(header, _rows(results))
 

@@ -127,6 +127,12 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: flo
         proc.wait(10)
 
 
+def _machine_busy() -> float:
+    """CPU seconds all processes spent so far (user, system, irq...), idle and iowait excluded."""
+    t = psutil.cpu_times()
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+
+
 def _pods_path(body: Mapping[str, Any]) -> str:
     return f"/api/v1/namespaces/{body['metadata']['namespace']}/pods"
 
@@ -198,12 +204,15 @@ async def _measure(
             raise RuntimeError(f"{spec.key} bound nothing within {args.startup_timeout}s (log: {log_path})")
         result["startup_seconds"] = tracker.bound_at["warmup"] - spawned
 
+        await api.warm()
         cpu0 = (
             sampler.cpu_seconds(),
             apiserver.cpu_seconds(),
             etcd.cpu_seconds(),
             sum(runner.cpu_times()[:2]),
+            _machine_busy(),
         )
+        load0 = os.getloadavg()[0]
         measure_start = time.monotonic()
         unschedulable = workload.unschedulable_objects(spec.scheduler_name)
         if unschedulable:
@@ -220,6 +229,7 @@ async def _measure(
             apiserver.cpu_seconds(),
             etcd.cpu_seconds(),
             sum(runner.cpu_times()[:2]),
+            _machine_busy(),
         )
 
         bound_times = [tracker.bound_at[n] for n in names if n in tracker.bound_at]
@@ -265,7 +275,12 @@ async def _measure(
             "apiserver_measured": cpu1[1] - cpu0[1],
             "etcd_measured": cpu1[2] - cpu0[2],
             "runner_measured": cpu1[3] - cpu0[3],
+            # Whatever else ran on the machine meanwhile (other work sharing these 2 cores).
+            "others_measured": (cpu1[4] - cpu0[4])
+            - sum(b - a for a, b in zip(cpu0[:4], cpu1[:4], strict=True)),
+            "machine_capacity_measured": (measure_end - measure_start) * (os.cpu_count() or 1),
         }
+        result["load_average"] = {"before": load0, "after": os.getloadavg()[0]}
         return result
     finally:
         if sampler is not None:
@@ -302,15 +317,21 @@ def run_one(
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "log": str(log_path),
     }
+    started = time.monotonic()
     plane = ControlPlane(binary)
     try:
         plane.start()
+        result["control_plane_start_seconds"] = plane.start_seconds
         plane.kubectl("apply", "-f", str(ROOT / "crds"))  # ours serves SchedulerProfiles; same state for all
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         result.update(asyncio.run(_measure(plane, workload, spec, args, log_path)))
     except Exception as exc:  # one failed run must not lose the others' results
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
+        stopping = time.monotonic()
         plane.stop()
+        result["control_plane_stop_seconds"] = time.monotonic() - stopping
+        result["run_seconds"] = time.monotonic() - started
     report.write_json(out / f"{slug}.json", result)
     return result
 
@@ -350,7 +371,7 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     unknown = [w for w in chosen if w not in available]
     if unknown:
         raise SystemExit(f"unknown workloads {unknown}; choose from {list(available)}")
-    binary = build()
+    binary = args.kcp or build()
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     for name in chosen:
@@ -405,6 +426,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--profile-ours", type=Path, default=None, help="py-spy record ours into this file")
     parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse the cached one)"
+    )
     parser.add_argument("--list", action="store_true", help="list the workloads at --scale and exit")
 
 
