@@ -585,7 +585,7 @@ async def test_async_pop_waits_for_a_pod_and_close_releases() -> None:
 
 async def test_async_pop_woken_by_backoff_flush() -> None:
     clock = FakeClock()
-    q = make_queue(clock)
+    q = make_queue(clock, pop_from_backoff=False)  # the pre-1.33 behaviour, still selectable
     pod = make_pod("p")
     q.add(pod)
     reject(q, pop(q))
@@ -598,13 +598,40 @@ async def test_async_pop_woken_by_backoff_flush() -> None:
     assert got is not None and got.attempts == 2
 
 
-def test_pop_from_backoff_when_active_empty_if_enabled() -> None:
-    q = make_queue(pop_from_backoff=True)
+def test_pop_from_backoff_when_active_empty_by_default() -> None:
+    q = make_queue()  # SchedulerPopFromBackoffQ is on by default since 1.33
     pod = make_pod("p")
     q.add(pod)
-    reject(q, pop(q))
+    reject(q, pop(q), "NodeResourcesFit")
+    q.move_all_to_active_or_backoff(NODE_ALLOC)
     assert q.where(pod.uid) == "backoff"
     assert pop(q).pod is pod
+
+
+def test_errored_pods_are_not_popped_from_backoff() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    pod = make_pod("p")
+    q.add(pod)
+    reject(q, pop(q))  # no rejecting plugin: an error, kept in error backoff
+    assert q.where(pod.uid) == "backoff"
+    assert q.pop_nowait() is None
+    clock.advance(1)
+    q.flush_backoff_completed()
+    assert pop(q).pod is pod
+
+
+async def test_idle_pop_takes_a_pod_moved_to_backoff() -> None:
+    q = make_queue()
+    pod = make_pod("p")
+    q.add(pod)
+    reject(q, pop(q), "NodeResourcesFit")
+    waiter = asyncio.ensure_future(q.pop())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    q.move_all_to_active_or_backoff(NODE_ALLOC)  # still backing off: goes to backoffQ
+    got = await asyncio.wait_for(waiter, 1)
+    assert got is not None and got.pod is pod
 
 
 def test_large_queue_is_fast() -> None:

@@ -137,6 +137,11 @@ class QueuedPodInfo:
         return self.pod.uid
 
 
+def _errored(qpi: QueuedPodInfo) -> bool:
+    """Failed with an error rather than rejected by plugins (the reference's podErrorBackoffQ)."""
+    return not qpi.unschedulable_plugins and not qpi.pending_plugins
+
+
 def default_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     """PrioritySort's order: higher priority first, then earlier timestamp."""
     if a.pod.priority != b.pod.priority:
@@ -355,7 +360,7 @@ class PriorityQueue:
         nominator: Nominator | None = None,
         namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
         queueing_hints: bool = True,
-        pop_from_backoff: bool = False,
+        pop_from_backoff: bool = True,
     ) -> None:
         self.clock = clock
         self.initial_backoff = initial_backoff
@@ -504,6 +509,8 @@ class PriorityQueue:
                 return False
         self._pool_remove(qpi.uid)
         self._backoff.push(qpi)
+        if self.pop_from_backoff and not _errored(qpi):
+            self._broadcast()  # an idle pop() may take it now (SchedulerPopFromBackoffQ)
         return True
 
     def _requeue(self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
@@ -611,7 +618,7 @@ class PriorityQueue:
             return None
         qpi = self._active.pop()
         if qpi is None and self.pop_from_backoff:
-            qpi = self._backoff.pop()
+            qpi = self._pop_backoff()
         if qpi is None:
             return None
         qpi.attempts += 1
@@ -623,6 +630,19 @@ class PriorityQueue:
         self._in_flight_pods[qpi.uid] = qpi.pod
         self._deleted_in_flight.discard(qpi.uid)
         return qpi
+
+    def _pop_backoff(self) -> QueuedPodInfo | None:
+        """The rejected pod whose backoff ends first; pods that failed with an error keep their
+        backoff (the reference pops its podBackoffQ only, never podErrorBackoffQ)."""
+        best: QueuedPodInfo | None = None
+        for qpi in self._backoff:
+            if _errored(qpi):
+                continue
+            if best is None or self.backoff_time(qpi) < self.backoff_time(best):
+                best = qpi
+        if best is not None:
+            self._backoff.remove(best.uid)
+        return best
 
     async def pop(self) -> QueuedPodInfo | None:
         """Wait for a pod; None once the queue is closed."""
@@ -646,6 +666,13 @@ class PriorityQueue:
         events = self._events
         while events and events[0].seq < oldest:
             events.popleft()
+
+    def is_gone(self, uid: str) -> bool:
+        """Deleted, or marked for deletion, while being scheduled: its failure is not reported."""
+        if uid in self._deleted_in_flight:
+            return True
+        latest = self._in_flight_pods.get(uid)
+        return latest is not None and bool(latest.deletion_timestamp)
 
     def in_flight_pods(self) -> list[str]:
         return list(self._in_flight)
