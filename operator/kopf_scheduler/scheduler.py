@@ -34,6 +34,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     Status,
 )
+from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, is_success
 
@@ -173,7 +174,8 @@ class ProfileSet:
             return hints.get(pod.scheduler_name, {})
 
         queue.set_pre_enqueue(pre_enqueue)
-        queue.set_hints(hints_for)
+        # Every profile's map lets the queue skip events no plugin registered without walking its pool.
+        queue.set_hints(hints_for, hints.values())
         first = next(iter(frameworks.values()))
         if first.queue_sort_plugins:
             queue.set_less(first.queue_sort_less())
@@ -316,15 +318,14 @@ class Scheduler:
             log.error("error selecting node for pod %s: %s", pod.key, exc)
             return _Failure(exc.status, exc, nominating="")
         except FitError as fit:
-            if not fw.has_post_filter_plugins():
-                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating="")
+            if not fw.has_post_filter_plugins():  # the reference leaves the nomination alone here
+                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
             pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
             fit.diagnosis.post_filter_msg = pf_status.message
             if pf_status.code == Code.ERROR:
                 log.error("PostFilter failed for pod %s: %s", pod.key, pf_status.message)
+            # None: leave the nomination; PostFilterResult("") clears it; a name nominates.
             nominating = pf_result.nominated_node_name if pf_result is not None else None
-            if pf_result is not None and not pf_result.nominated_node_name and not pf_result.victims:
-                nominating = None
             return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
 
         host = result.suggested_host
@@ -484,7 +485,17 @@ class Scheduler:
         self.metrics.schedule_attempt(
             "unschedulable" if reason == UNSCHEDULABLE else "error", fw.profile_name, self.clock() - start
         )
+        is_gone = getattr(self.queue, "is_gone", None)
+        gone = bool(is_gone(pod.uid)) if is_gone is not None else False
+        pf = failure.post_filter
+        preemption: tuple[list[Any], list[PodSpec]] | None = None
+        if not gone and pf is not None and pf.nominated_node_name and pf.victims:
+            preemption = self._start_preemption(fw, pod, pf)
         self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+        if gone:  # deleted meanwhile: nothing to report, and nobody to nominate
+            if self.nominator is not None:
+                self.nominator.delete_nominated_pod_if_exists(pod)
+            return
 
         nominating = failure.nominating
         if self.nominator is not None and nominating is not None:
@@ -493,35 +504,88 @@ class Scheduler:
             else:
                 self.nominator.delete_nominated_pod_if_exists(pod)
         self._spawn(self._report_failure(pod, reason, message, nominating), f"reporting failure of {pod.key}")
-        pf = failure.post_filter
-        if pf is not None and pf.nominated_node_name and pf.victims:
-            self._spawn(self._preempt(fw, pod, pf), f"preemption for {pod.key}")
+        if preemption is not None and pf is not None:
+            plugins, victims = preemption
+            self._spawn(self._preempt(fw, pod, pf, plugins, victims), f"preemption for {pod.key}")
 
     async def _report_failure(self, pod: PodSpec, reason: str, message: str, nominating: str | None) -> None:
+        # The full message: the edge truncates the event note to the apiserver's limit, not us.
         await self.client.record_failed(pod, reason, message)
         if nominating is not None and nominating != pod.nominated_node_name:
             await self.client.set_nominated_node(pod, nominating)
 
-    async def _preempt(self, fw: Framework, pod: PodSpec, result: PostFilterResult) -> None:
-        """Evict the victims concurrently; the preemptor stays out of the queue until they are gone."""
+    def _start_preemption(
+        self, fw: Framework, pod: PodSpec, result: PostFilterResult
+    ) -> tuple[list[Any], list[PodSpec]] | None:
+        """Mark the preemptor as preempting before it is requeued, so PreEnqueue keeps it out of
+        activeQ until the evictions are sent (``prepareCandidateAsync``).
+
+        Victims already being deleted need no API call; with none left nothing is started.
+        """
+        victims = [v for v in result.victims if not v.deletion_timestamp]
+        if not victims:
+            return None
         plugins = [p for p in fw.post_filter_plugins if hasattr(p, "preemption_started")]
         for p in plugins:
             p.preemption_started(pod.uid)
+        return plugins, victims
+
+    async def _preempt(
+        self,
+        fw: Framework,
+        pod: PodSpec,
+        result: PostFilterResult,
+        plugins: list[Any],
+        victims: list[PodSpec],
+    ) -> None:
+        """Clear lower-priority nominations on the node, evict the victims concurrently, then let
+        the preemptor retry."""
+        node = result.nominated_node_name
         self.metrics.preemption(len(result.victims))
-        message = f"{fw.profile_name}: preempting to accommodate a higher priority pod"
+        message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
         try:
+            await self._clear_lower_priority_nominations(pod, node)
             outcomes = await asyncio.gather(
-                *(self.client.evict(v, pod, message) for v in result.victims), return_exceptions=True
+                *(self._preempt_victim(fw, v, pod, message) for v in victims), return_exceptions=True
             )
-            for victim, out in zip(result.victims, outcomes, strict=True):
+            for victim, out in zip(victims, outcomes, strict=True):
                 if isinstance(out, BaseException) and not isinstance(out, NotFound):
                     log.error("evicting %s for %s failed: %s", victim.key, pod.key, out)
         finally:
             for p in plugins:
                 p.preemption_finished(pod.uid)
+            # Victim deletions may have been seen while PreEnqueue still held the pod back.
             activate = getattr(self.queue, "activate", None)
             if activate is not None:
                 activate([pod])
+
+    async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+        """A victim waiting on Permit is rejected instead of deleted, as the reference does."""
+        for other in self.profiles.frameworks.values():
+            waiting = other.get_waiting_pod(victim.uid)
+            if waiting is not None:
+                waiting.reject(fw.post_filter_plugins[0].name, "preempted")
+                return
+        await self.client.evict(victim, preemptor, message)
+
+    async def _clear_lower_priority_nominations(self, pod: PodSpec, node: str) -> None:
+        """Lower-priority pods nominated to ``node`` may no longer fit there: clear their nomination
+        so they look elsewhere sooner (``getLowerPriorityNominatedPods`` + ``clearNominatedNodeName``).
+
+        The nominator is updated right away; the API only for pods whose status carries a node.
+        """
+        if self.nominator is None:
+            return
+        lower = lower_priority_nominated_pods(self.nominator.nominated_pods_for_node(node), pod)
+        for other in lower:
+            self.nominator.delete_nominated_pod_if_exists(other)
+        for other in lower:
+            if not other.nominated_node_name:
+                continue
+            try:
+                await self.client.set_nominated_node(other, "")
+            except Exception as exc:  # not critical, as in the reference
+                log.error("clearing the nominated node of %s failed: %s", other.key, exc)
 
     # -- binding cycle --
 

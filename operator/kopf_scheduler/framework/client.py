@@ -43,7 +43,12 @@ class ClusterClient(Protocol):
         ...
 
     async def record_failed(self, pod: PodSpec, reason: str, message: str) -> None:
-        """Warning ``FailedScheduling`` event and ``PodScheduled=False`` with reason and message."""
+        """Warning ``FailedScheduling`` event and ``PodScheduled=False`` with reason and message.
+
+        The engine passes the full message; the implementation truncates the event note to the
+        apiserver's 1,024-character limit (``diagnosis.truncate_message``, as the reference's
+        ``truncateMessage``), because only the edge knows which field carries the limit.
+        """
         ...
 
     async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
