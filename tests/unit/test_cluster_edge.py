@@ -205,7 +205,7 @@ async def test_informer_relist_after_410_delivers_missed_deletions() -> None:
     await asyncio.sleep(0.05)
     task.cancel()
     assert informer.synced.is_set()
-    assert seen == [("add", "a"), ("add", "b"), ("update", "a"), ("delete", "a"), ("add", "c")]
+    assert seen == [("add", "a"), ("add", "b"), ("update", "a"), ("add", "c"), ("delete", "a")]
     assert set(informer.store) == {"ns/b", "ns/c"} and informer.resource_version == "20"
 
 
