@@ -7,14 +7,23 @@ only the rows of nodes whose generation changed since the last snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, NO_EXECUTE, NO_SCHEDULE, PODS, PREFER_NO_SCHEDULE
-from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.api.types import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PODS,
+    PREFER_NO_SCHEDULE,
+)
+from kopf_scheduler.framework.types import ImageState, NodeInfo
 
-__all__ = ["NodeArrays", "Snapshot"]
+__all__ = ["NodeArrays", "RowList", "Snapshot"]
 
 BASE_COLUMNS = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 
@@ -39,7 +48,12 @@ class NodeArrays:
     def set_row(self, i: int, info: NodeInfo) -> None:
         cols = self.columns
         alloc, req = info.allocatable, info.requested
-        self.allocatable[i, :4] = (alloc.milli_cpu, alloc.memory, alloc.ephemeral_storage, alloc.allowed_pod_number)
+        self.allocatable[i, :4] = (
+            alloc.milli_cpu,
+            alloc.memory,
+            alloc.ephemeral_storage,
+            alloc.allowed_pod_number,
+        )
         self.requested[i, :4] = (req.milli_cpu, req.memory, req.ephemeral_storage, len(info.pods))
         if len(cols) > 4:
             self.allocatable[i, 4:] = 0
@@ -57,6 +71,53 @@ class NodeArrays:
         self.prefer_no_schedule_taints[i] = sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE)
 
 
+class RowList:
+    """The snapshot rows (ascending) whose NodeInfo passes ``pred``, kept up to date row by row.
+
+    Built on first use (so NodeInfos edited before then are seen as edited), then ``replace``
+    moves one row in or out with a bisect instead of rescanning every node each cycle.
+    """
+
+    __slots__ = ("_cached", "_infos", "_pred", "_rows")
+
+    def __init__(self, infos: Sequence[NodeInfo], pred: Callable[[NodeInfo], object]) -> None:
+        self._pred = pred
+        self._rows = [i for i, info in enumerate(infos) if pred(info)]
+        self._infos = [infos[i] for i in self._rows]
+        self._cached: list[NodeInfo] | None = None
+
+    def replace(self, i: int, info: NodeInfo) -> None:
+        rows = self._rows
+        k = bisect_left(rows, i)
+        present = k < len(rows) and rows[k] == i
+        if self._pred(info):
+            if present:
+                self._infos[k] = info
+            else:
+                rows.insert(k, i)
+                self._infos.insert(k, info)
+        elif present:
+            del rows[k]
+            del self._infos[k]
+        else:
+            return
+        self._cached = None
+
+    def infos(self) -> list[NodeInfo]:
+        """A list of this cycle's NodeInfos; a fresh one after a change, so callers may keep it."""
+        if self._cached is None:
+            self._cached = list(self._infos)
+        return self._cached
+
+
+def _has_affinity(info: NodeInfo) -> bool:
+    return bool(info.pods_with_affinity)
+
+
+def _has_required_anti_affinity(info: NodeInfo) -> bool:
+    return bool(info.pods_with_required_anti_affinity)
+
+
 class Snapshot:
     """An immutable-for-the-cycle view of the cluster (``cache.Snapshot``), a ``NodeLister``."""
 
@@ -65,8 +126,11 @@ class Snapshot:
         self.index: dict[str, int] = {}
         self.generation = 0
         self.arrays = NodeArrays(0)
-        self._with_affinity: list[NodeInfo] | None = None
-        self._with_anti_affinity: list[NodeInfo] | None = None
+        self._with_affinity: RowList | None = None
+        self._with_anti_affinity: RowList | None = None
+        # image name -> {row: that row's ImageState}; built on first use, kept up to date by replace.
+        self._image_index: dict[str, dict[int, ImageState]] | None = None
+        self._image_arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if node_infos:
             self.rebuild(node_infos)
 
@@ -82,20 +146,60 @@ class Snapshot:
         self.arrays = NodeArrays(len(self.node_infos), scalars)
         for i, info in enumerate(self.node_infos):
             self.arrays.set_row(i, info)
-        self._invalidate_lists()
+        self._with_affinity = None
+        self._with_anti_affinity = None
+        self._image_index = None
+        self._image_arrays = {}
 
     def replace(self, i: int, info: NodeInfo) -> bool:
         """Swap in a changed node at row i; False when its scalar resources need a rebuild."""
         if any(name not in self.arrays.columns for name in info.allocatable.scalar):
             return False
+        old = self.node_infos[i]
         self.node_infos[i] = info
         self.arrays.set_row(i, info)
-        self._invalidate_lists()
+        if self._with_affinity is not None:
+            self._with_affinity.replace(i, info)
+        if self._with_anti_affinity is not None:
+            self._with_anti_affinity.replace(i, info)
+        if self._image_index is not None and old.image_states is not info.image_states:
+            self._reindex_images(i, old.image_states, info.image_states)
         return True
 
-    def _invalidate_lists(self) -> None:
-        self._with_affinity = None
-        self._with_anti_affinity = None
+    def _reindex_images(self, i: int, old: dict[str, ImageState], new: dict[str, ImageState]) -> None:
+        index = self._image_index
+        assert index is not None
+        for image in old:
+            per_row = index.get(image)
+            if per_row is not None:
+                per_row.pop(i, None)
+                if not per_row:
+                    del index[image]
+            self._image_arrays.pop(image, None)
+        for image, st in new.items():
+            index.setdefault(image, {})[i] = st
+            self._image_arrays.pop(image, None)
+
+    def image_rows(self, image: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Rows whose node has ``image``, with that row's image size and node count (float64, as
+        ImageLocality's arithmetic); None when no node has it."""
+        if self._image_index is None:
+            index: dict[str, dict[int, ImageState]] = {}
+            for i, info in enumerate(self.node_infos):
+                for name, st in info.image_states.items():
+                    index.setdefault(name, {})[i] = st
+            self._image_index = index
+        hit = self._image_arrays.get(image)
+        if hit is None:
+            per_row = self._image_index.get(image)
+            if not per_row:
+                return None
+            n = len(per_row)
+            rows = np.fromiter(per_row.keys(), dtype=np.int64, count=n)
+            sizes = np.fromiter((st.size for st in per_row.values()), dtype=np.float64, count=n)
+            nums = np.fromiter((st.num_nodes for st in per_row.values()), dtype=np.float64, count=n)
+            hit = self._image_arrays[image] = (rows, sizes, nums)
+        return hit
 
     # -- NodeLister --
 
@@ -108,13 +212,13 @@ class Snapshot:
 
     def have_pods_with_affinity_list(self) -> Sequence[NodeInfo]:
         if self._with_affinity is None:
-            self._with_affinity = [n for n in self.node_infos if n.pods_with_affinity]
-        return self._with_affinity
+            self._with_affinity = RowList(self.node_infos, _has_affinity)
+        return self._with_affinity.infos()
 
     def have_pods_with_required_anti_affinity_list(self) -> Sequence[NodeInfo]:
         if self._with_anti_affinity is None:
-            self._with_anti_affinity = [n for n in self.node_infos if n.pods_with_required_anti_affinity]
-        return self._with_anti_affinity
+            self._with_anti_affinity = RowList(self.node_infos, _has_required_anti_affinity)
+        return self._with_anti_affinity.infos()
 
     def __len__(self) -> int:
         return len(self.node_infos)

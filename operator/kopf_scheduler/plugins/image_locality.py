@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Plugin, Status
 from kopf_scheduler.framework.types import ImageState, NodeInfo
@@ -43,6 +45,18 @@ def calculate_priority(sum_scores: int, num_containers: int) -> int:
     # Go's truncating division (den is negative for a pod without containers).
     q = abs(num) // abs(den)
     return q if (num >= 0) == (den > 0) else -q
+
+
+def calculate_priority_vector(sums: np.ndarray, num_containers: int) -> np.ndarray:
+    """``calculate_priority`` over an int64 array (same clamping order and truncating division)."""
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    clamped = np.where(
+        sums < MIN_THRESHOLD, MIN_THRESHOLD, np.where(sums > max_threshold, max_threshold, sums)
+    )
+    num = MAX_NODE_SCORE * (clamped - MIN_THRESHOLD)
+    den = max_threshold - MIN_THRESHOLD
+    q = np.abs(num) // abs(den)
+    return np.where((num >= 0) == (den > 0), q, -q).astype(np.int64)
 
 
 def _container_images(pod: PodSpec) -> tuple[list[str], int]:
@@ -80,3 +94,28 @@ class ImageLocality(Plugin):
                 if st is not None:
                     total_score += scaled_image_score(st, total)
         return calculate_priority(total_score, count), None
+
+    def score_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+    ) -> np.ndarray | None:
+        """Only rows whose node holds one of the pod's images get a non-constant sum, so the work is
+        per (pod image, node having it) from the snapshot's image index, not per node."""
+        image_rows = getattr(snapshot, "image_rows", None)
+        if image_rows is None:
+            return None
+        total = self._total_nodes()
+        images, count = _container_images(pod)
+        acc: np.ndarray | None = None
+        if total > 0:
+            for image in images:  # a repeated image counts once per container, as in score()
+                hit = image_rows(normalized_image_name(image))
+                if hit is None:
+                    continue
+                rows, sizes, nums = hit
+                if acc is None:
+                    acc = np.zeros(len(snapshot.node_infos), dtype=np.int64)
+                # scaled_image_score: int(float(size) * (float(num_nodes) / float(total))), in float64
+                acc[rows] += (sizes * (nums / float(total))).astype(np.int64)
+        if acc is None:
+            return np.full(len(idx), calculate_priority(0, count), dtype=np.int64)
+        return calculate_priority_vector(acc[idx], count)
