@@ -4,6 +4,9 @@ The same engine as in the cluster (cache, queue, profiles, plugins, scheduler) r
 objects in the files with an in-memory ClusterClient: Nodes and bound Pods (``spec.nodeName``)
 form the cluster, pending Pods whose ``schedulerName`` has a profile are scheduled in queue
 order, and every other supported kind is made available to the plugins as ``handle.objects``.
+The in-memory client plays the controllers the scheduler relies on: it binds volumes for
+VolumeBinding's PreBind and deletes preemption victims, after which each preemptor gets the one
+retry the real scheduler would give it once the victims are gone.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class PodOutcome:
     name: str
     node: str
     message: str
+    nominated_node: str = ""  # status.nominatedNodeName left by preemption
+    victims: list[str] = field(default_factory=list)  # ns/name of the pods it preempted
 
 
 @dataclass
@@ -114,7 +119,10 @@ def load_documents(paths: Sequence[str]) -> Inputs:
                 if not name:
                     raise SimulationError(f"{label}: metadata.name: required")
                 key = f"{meta.get('namespace') or 'default'}/{name}" if kind in NAMESPACED else name
-                inputs.objects.setdefault(kind, {})[key] = dict(doc)
+                obj = dict(doc)
+                if kind == "StorageClass" and not obj.get("volumeBindingMode"):
+                    obj["volumeBindingMode"] = "Immediate"  # the apiserver's default
+                inputs.objects.setdefault(kind, {})[key] = obj
             else:
                 raise SimulationError(f"{label}: kind: unsupported kind {kind!r}")
         except ObjectError as exc:
@@ -138,13 +146,14 @@ def _with_priority(doc: Mapping[str, Any], classes: Mapping[str, int], label: st
 async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     """Schedule the pending pods once each, in queue order; outcomes in input order."""
     from kopf_scheduler.cache.cache import Cache
+    from kopf_scheduler.eventhandlers import EventHandlers
     from kopf_scheduler.queue.scheduling_queue import PriorityQueue
     from kopf_scheduler.scheduler import ProfileSet, Scheduler
     from kopf_scheduler.testing.fake_client import FakeClusterClient
 
     cache = Cache()
     queue = PriorityQueue()
-    client = FakeClusterClient()
+    client = FakeClusterClient(objects=inputs.objects)
     profiles = ProfileSet(inputs.profiles)
     sched = Scheduler(cache, queue, client, profiles, rng=random.Random(seed), objects=inputs.objects)
 
@@ -154,6 +163,8 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         cache.add_pod(dataclasses.replace(pod, node_name=node_name))
 
     client.on_bind = bound
+    handlers = EventHandlers(cache, queue, lambda pod: pod.scheduler_name in profiles)
+    client.on_evict = handlers.delete_pod  # the watch would deliver the victim's deletion
     for node_spec in inputs.nodes:
         cache.add_node(node_spec)
     for pod in inputs.running:
@@ -161,18 +172,23 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     ours = [p for p in inputs.pending if p.scheduler_name in profiles]
     for pod in ours:
         queue.add(pod)
-    attempted: set[str] = set()
+    attempts: dict[str, int] = {}
     while True:
         qpi = queue.pop_nowait()
         if qpi is None:
             break
-        if qpi.pod.uid in attempted:
-            queue.done(qpi.pod.uid)
+        uid = qpi.pod.uid
+        # Once, plus one retry after its victims were evicted (the real scheduler's next attempt).
+        allowed = 2 if qpi.pod.key in client.preemptions else 1
+        if attempts.get(uid, 0) >= allowed:
+            queue.done(uid)
             continue
-        attempted.add(qpi.pod.uid)
+        attempts[uid] = attempts.get(uid, 0) + 1
         await sched.schedule_one(qpi)
         await sched.wait_for_bindings()
     await sched.wait_for_bindings()
+    attempted = set(attempts)
+    preempted_by = {v: p for p, victims in client.preemptions.items() for v in victims}
 
     outcomes = []
     for pod in inputs.pending:
@@ -189,19 +205,37 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
             gates = ", ".join(pod.scheduling_gates)
             msg = f"not attempted: scheduling gated ({gates})" if gates else "not attempted"
             messages = [msg]
+        message = "" if node else (messages[-1] if messages else "")
+        if pod.key in preempted_by:  # scheduled here, then preempted by a later pod
+            node, message = "", f"preempted by {preempted_by[pod.key]}"
         outcomes.append(
-            PodOutcome(pod.namespace, pod.name, node, "" if node else (messages[-1] if messages else ""))
+            PodOutcome(
+                pod.namespace,
+                pod.name,
+                node,
+                message,
+                client.nominations.get(pod.key, ""),
+                list(client.preemptions.get(pod.key, ())),
+            )
         )
     return outcomes
 
 
 def _table(outcomes: Iterable[PodOutcome]) -> str:
-    rows = [("POD", "NODE", "MESSAGE")] + [
-        (f"{o.namespace}/{o.name}", o.node or "<none>", o.message) for o in outcomes
-    ]
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
+    """POD NODE MESSAGE; NOMINATED and VICTIMS columns appear when some pod preempted."""
+    outcomes = list(outcomes)
+    preempting = any(o.nominated_node or o.victims for o in outcomes)
+    header = ["POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE"] if preempting else ["POD", "NODE", "MESSAGE"]
+    rows = [header]
+    for o in outcomes:
+        row = [f"{o.namespace}/{o.name}", o.node or "<none>"]
+        if preempting:
+            row += [o.nominated_node or "<none>", ",".join(o.victims) or "<none>"]
+        rows.append([*row, o.message])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    return "\n".join(
+        "  ".join([*(f"{c:<{w}}" for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,5 +258,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def dataclass_dict(o: PodOutcome) -> dict[str, str]:
-    return {"namespace": o.namespace, "name": o.name, "node": o.node, "message": o.message}
+def dataclass_dict(o: PodOutcome) -> dict[str, Any]:
+    return {
+        "namespace": o.namespace,
+        "name": o.name,
+        "node": o.node,
+        "nominatedNode": o.nominated_node,
+        "victims": list(o.victims),
+        "message": o.message,
+    }

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ EX = Path(__file__).resolve().parent.parent / "examples"
 NO_PREEMPTION = str(EX / "no_preemption_profile.yaml")
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *files: str, seed: int = 0) -> dict[str, dict[str, str]]:
+def run_json(capsys: pytest.CaptureFixture[str], *files: str, seed: int = 0) -> dict[str, dict[str, Any]]:
     assert main(["simulate", *files, "-o", "json", "--seed", str(seed)]) == 0
     out = json.loads(capsys.readouterr().out)
     return {f"{p['namespace']}/{p['name']}": p for p in out["pods"]}
@@ -25,6 +27,8 @@ def test_insufficient_cpu(capsys: pytest.CaptureFixture[str]) -> None:
         "namespace": "default",
         "name": "big",
         "node": "",
+        "nominatedNode": "",
+        "victims": [],
         "message": "0/3 nodes are available: 3 Insufficient cpu.",
     }
     assert pods["default/small"]["node"] in {"node-a", "node-b", "node-c"}
@@ -96,3 +100,52 @@ def test_unsupported_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     f.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n")
     assert main(["simulate", str(f)]) == 2
     assert "document 0 (Secret s): kind: unsupported kind 'Secret'" in capsys.readouterr().err
+
+
+def test_wait_for_first_consumer_claim_is_provisioned_for_the_chosen_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pods = run_json(capsys, str(EX / "wait_for_first_consumer.yaml"), NO_PREEMPTION)
+    assert pods["default/db"]["node"] in {"node-a", "node-b"}
+    assert pods["default/db"]["message"] == ""
+    # A StorageClass without volumeBindingMode is Immediate, so its unbound claim blocks the pod.
+    assert pods["default/shipper"]["node"] == ""
+    assert pods["default/shipper"]["message"] == (
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    )
+
+
+def test_wait_for_first_consumer_claim_is_bound_in_the_objects() -> None:
+    from kopf_scheduler.simulate import load_documents, simulate
+
+    inputs = load_documents([str(EX / "wait_for_first_consumer.yaml"), NO_PREEMPTION])
+    assert inputs.objects["StorageClass"]["default-mode"]["volumeBindingMode"] == "Immediate"
+    (db, _shipper) = asyncio.run(simulate(inputs, seed=0))
+    pvc = inputs.objects["PersistentVolumeClaim"]["default/data"]
+    annotations = pvc["metadata"]["annotations"]
+    assert annotations["volume.kubernetes.io/selected-node"] == db.node
+    assert annotations["pv.kubernetes.io/bind-completed"] == "yes"
+    pv = inputs.objects["PersistentVolume"][pvc["spec"]["volumeName"]]
+    assert pv["spec"]["claimRef"]["name"] == "data" and pv["spec"]["claimRef"]["uid"] == "data-uid"
+
+
+def test_preemption_nominates_evicts_and_retries(capsys: pytest.CaptureFixture[str]) -> None:
+    from kopf_scheduler.config.profile import ProfileError, default_profile
+
+    try:
+        default_profile()
+    except ProfileError as exc:
+        pytest.skip(f"default profile not loadable yet: {exc}")
+    pods = run_json(capsys, str(EX / "preemption.yaml"))
+    assert pods["default/web"] == {
+        "namespace": "default",
+        "name": "web",
+        "node": "node-a",
+        "nominatedNode": "node-a",
+        "victims": ["default/batch"],
+        "message": "",
+    }
+    assert main(["simulate", str(EX / "preemption.yaml"), "--seed", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE"]
+    assert lines[1].split() == ["default/web", "node-a", "node-a", "default/batch"]
