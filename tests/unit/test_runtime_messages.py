@@ -163,3 +163,11 @@ def test_post_filter_empty_nomination_is_carried_through() -> None:
     # No result at all stays "leave the nomination alone".
     result, _ = framework("Noop").run_post_filter_plugins(CycleState(), make_pod("p"), {})
     assert result is None
+
+
+def test_volume_binding_missing_state_is_quoted_like_go() -> None:
+    from kopf_scheduler.plugins.volume_binding import VolumeBinding
+
+    status = asyncio.run(VolumeBinding().pre_bind(CycleState(), make_pod("p"), "n1"))
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'reading "VolumeBinding" from cycleState: not found'
