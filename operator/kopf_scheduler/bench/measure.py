@@ -85,7 +85,7 @@ class Api:
             self._session = None
 
     async def request(
-        self, method: str, path: str, body: Mapping[str, Any] | None = None, *, attempts: int = 8
+        self, method: str, path: str, body: Mapping[str, Any] | None = None, *, attempts: int = 12
     ) -> dict[str, Any]:
         """One call; 409 on POST counts as done (a retried create whose first try landed)."""
         data = None if body is None else json.dumps(body, separators=(",", ":"))

@@ -26,9 +26,11 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -182,12 +184,18 @@ async def _measure(
     sampler: ProcessSampler | None = None
     tracker = PodTracker(api, NAMESPACE, f"{TRACK_LABEL}=1")
     try:
-        result["setup_seconds"] = await _setup(api, plane, workload)
         deadline = time.monotonic() + args.startup_timeout + workload.timeout + 120
         await tracker.start(deadline)
         await api.request(
             "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", workload.warmup_object(spec.scheduler_name)
         )
+        unschedulable = workload.unschedulable_objects(spec.scheduler_name)
+        bodies = workload.measure_objects(spec.scheduler_name)
+        names = [b["metadata"]["name"] for b in bodies]
+        posted_at: dict[str, float] = {}
+        if args.backlog:  # all pending before the scheduler starts: it drains a queue, creation is out
+            await api.create_all(_pods_path, unschedulable)
+            create_seconds = await api.create_all(_pods_path, bodies)
 
         cmd, env = _command(spec, plane, args)
         with log_path.open("wb") as log:
@@ -214,15 +222,13 @@ async def _measure(
         )
         load0 = os.getloadavg()[0]
         measure_start = time.monotonic()
-        unschedulable = workload.unschedulable_objects(spec.scheduler_name)
-        if unschedulable:
+        if args.backlog:
+            all_bound = await tracker.wait_bound(names, workload.timeout)
+        else:
             await api.create_all(_pods_path, unschedulable)
-        bodies = workload.measure_objects(spec.scheduler_name)
-        names = [b["metadata"]["name"] for b in bodies]
-        posted_at: dict[str, float] = {}
-        create = asyncio.ensure_future(api.create_all(_pods_path, bodies, posted_at=posted_at))
-        all_bound = await tracker.wait_bound(names, workload.timeout)
-        create_seconds = await create
+            create = asyncio.ensure_future(api.create_all(_pods_path, bodies, posted_at=posted_at))
+            all_bound = await tracker.wait_bound(names, workload.timeout)
+            create_seconds = await create
         measure_end = time.monotonic()
         cpu1 = (
             sampler.cpu_seconds(),
@@ -259,7 +265,7 @@ async def _measure(
                 "p90": percentile(latencies, 90),
                 "p99": percentile(latencies, 99),
                 "max": max(latencies) if latencies else None,
-                "from": "runner time.monotonic() before each pod's POST",
+                "from": "n/a (backlog)" if args.backlog else "runner time.monotonic() before each pod's POST",
                 "to": "runner watch event showing spec.nodeName",
             },
             "seconds": measure_end - measure_start,
@@ -288,16 +294,45 @@ async def _measure(
             result.setdefault("cpu", {})["scheduler_total"] = sampler.cpu_seconds()
             result["memory"] = {"scheduler_peak_rss_mb": sampler.peak_rss / 2**20}
         if proc is not None:
-            _stop(proc, signal.SIGINT if spec.key == "ours" and args.profile_ours else signal.SIGTERM)
+            _stop(proc, signal.SIGINT if spec.key == "ours" and args.profile_ours else signal.SIGTERM, 10.0)
             result["exit_code"] = proc.returncode
         await tracker.stop()
         await api.close()
 
 
+def prepare(binary: Path, workload: Workload, workdir: Path) -> dict[str, float]:
+    """Set the workload's cluster up once, then stop: each scheduler starts from a copy of this etcd.
+
+    Copying etcd's data directory takes a second; re-creating 50,000 pods takes minutes. It also
+    makes the starting state of the three runs identical, object for object.
+    """
+    plane = ControlPlane(binary, workdir)
+    try:
+        plane.start()
+        plane.kubectl("apply", "-f", str(ROOT / "crds"))  # ours serves SchedulerProfiles; same state for all
+        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+        async def setup() -> dict[str, float]:
+            api = Api(plane.server, plane.admin_token, concurrency=64)
+            try:
+                return await _setup(api, plane, workload)
+            finally:
+                await api.close()
+
+        return asyncio.run(setup())
+    finally:
+        plane.stop()  # keeps workdir: it was given
+
+
 def run_one(
-    binary: Path, workload: Workload, spec: SchedulerSpec, args: argparse.Namespace
+    binary: Path,
+    workload: Workload,
+    spec: SchedulerSpec,
+    args: argparse.Namespace,
+    prepared: Path,
+    setup_seconds: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """One workload with one scheduler on a fresh control plane; the control plane is always stopped."""
+    """One workload with one scheduler on a copy of the prepared control plane, always stopped."""
     out: Path = args.out
     slug = f"{workload.name.replace('/', '-')}--{spec.key}"
     log_path = out / "logs" / f"{slug}.log"
@@ -316,14 +351,16 @@ def run_one(
         },
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "log": str(log_path),
+        "setup_seconds": dict(setup_seconds or {}),
     }
     started = time.monotonic()
-    plane = ControlPlane(binary)
+    workdir = Path(tempfile.mkdtemp(prefix="kopf-scheduler-bench-"))
+    shutil.rmtree(workdir)
+    shutil.copytree(prepared, workdir)
+    plane = ControlPlane(binary, workdir)
     try:
         plane.start()
         result["control_plane_start_seconds"] = plane.start_seconds
-        plane.kubectl("apply", "-f", str(ROOT / "crds"))  # ours serves SchedulerProfiles; same state for all
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         result.update(asyncio.run(_measure(plane, workload, spec, args, log_path)))
     except Exception as exc:  # one failed run must not lose the others' results
         result["error"] = f"{type(exc).__name__}: {exc}"
@@ -331,6 +368,10 @@ def run_one(
         stopping = time.monotonic()
         plane.stop()
         result["control_plane_stop_seconds"] = time.monotonic() - stopping
+        with contextlib.suppress(OSError):
+            for name in ("kube-apiserver", "etcd"):
+                shutil.copy(workdir / f"{name}.log", out / "logs" / f"{slug}.{name}.log")
+        shutil.rmtree(workdir, ignore_errors=True)
         result["run_seconds"] = time.monotonic() - started
     report.write_json(out / f"{slug}.json", result)
     return result
@@ -378,25 +419,33 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         workload = available[name]
         if args.timeout:
             workload.timeout = args.timeout
-        for key in args.schedulers:
-            started = time.monotonic()
-            print(f"[bench] {name} with {key} ...", file=sys.stderr, flush=True)
-            result = run_one(binary, workload, SCHEDULERS[key], args)
-            m = result.get("measured") or {}
-            print(
-                f"[bench]   {result.get('error') or 'ok'}: bound {m.get('bound')}/{m.get('count')}, "
-                f"avg {(m.get('throughput') or {}).get('average')} pods/s, "
-                f"first bind {result.get('startup_seconds')}s ({time.monotonic() - started:.0f}s)",
-                file=sys.stderr,
-                flush=True,
-            )
-            results.append(result)
+        prepared = Path(tempfile.mkdtemp(prefix="kopf-scheduler-bench-base-"))
+        try:
+            print(f"[bench] {name}: setting up ...", file=sys.stderr, flush=True)
+            setup = prepare(binary, workload, prepared)
+            print(f"[bench]   {setup}", file=sys.stderr, flush=True)
+            for key in args.schedulers:
+                started = time.monotonic()
+                print(f"[bench] {name} with {key} ...", file=sys.stderr, flush=True)
+                result = run_one(binary, workload, SCHEDULERS[key], args, prepared, setup)
+                m = result.get("measured") or {}
+                print(
+                    f"[bench]   {result.get('error') or 'ok'}: bound {m.get('bound')}/{m.get('count')}, "
+                    f"avg {(m.get('throughput') or {}).get('average')} pods/s, "
+                    f"first bind {result.get('startup_seconds')}s ({time.monotonic() - started:.0f}s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                results.append(result)
+        finally:
+            shutil.rmtree(prepared, ignore_errors=True)
     summary = {
         "command": " ".join(["kopf-scheduler", *sys.argv[1:]]) if sys.argv else "",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": _machine(),
         "versions": _versions(binary),
         "reference_qps": args.reference_qps,
+        "backlog": args.backlog,
         "results": results,
     }
     report.write_json(args.out / "summary.json", summary)
@@ -428,6 +477,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
     parser.add_argument(
         "--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse the cached one)"
+    )
+    parser.add_argument(
+        "--backlog",
+        action="store_true",
+        help="create the measured pods before the scheduler starts (drain rate; no creation in the way)",
     )
     parser.add_argument("--list", action="store_true", help="list the workloads at --scale and exit")
 
