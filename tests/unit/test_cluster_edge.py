@@ -231,6 +231,31 @@ async def test_informer_skips_malformed_and_reports() -> None:
     assert added == ["good"] and invalid == ["spec.containers"]
 
 
+async def test_informer_survives_parser_exceptions_other_than_object_error() -> None:
+    api = FakeApi()
+    api.lists = [([_obj("a", "1"), _obj("b", "1")], "5")]
+    invalid: list[str] = []
+
+    def parse(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        if raw["metadata"]["name"] == "a":
+            raise ValueError("invalid literal for int()")
+        return raw
+
+    informer: Informer[Mapping[str, Any]] = Informer(
+        api,  # type: ignore[arg-type]
+        ResourceKind("Thing", "/things"),
+        InformerHandlers(
+            parse=parse,
+            add=lambda o: None,
+            update=lambda o, n: None,
+            delete=lambda o: None,
+            invalid=lambda raw, exc: invalid.append(exc.message),
+        ),
+    )
+    await informer.list()
+    assert set(informer.store) == {"ns/b"} and invalid == ["ValueError: invalid literal for int()"]
+
+
 # --- HTTP client --------------------------------------------------------------------------------
 
 

@@ -97,9 +97,13 @@ class Informer(Generic[T]):
         try:
             return self.handlers.parse(raw)
         except ObjectError as exc:
-            logger.warning("Ignoring malformed %s %s: %s", self.kind, object_key(raw), exc)
-            self.handlers.invalid(raw, exc)
-            return None
+            error = exc
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # A parser gap must cost one object, not the informer (and with it the whole cache).
+            error = ObjectError("object", f"{type(exc).__name__}: {exc}")
+        logger.warning("Ignoring malformed %s %s: %s", self.kind, object_key(raw), error)
+        self.handlers.invalid(raw, error)
+        return None
 
     def _safely(self, fn: Callable[..., None], *args: Any) -> None:
         # A handler bug must not kill the informer (it would freeze the cache silently).
