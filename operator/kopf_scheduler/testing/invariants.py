@@ -80,7 +80,7 @@ class Report:
     ours: int = 0  # pods whose schedulerName is one of ours
     bound: int = 0  # of ours, bound
     pending: int = 0  # of ours, not bound
-    orphaned: int = 0  # pods (any) bound to a node that does not exist
+    orphaned: int = 0  # of ours, bound to a node that does not exist
 
     @property
     def ok(self) -> bool:
@@ -272,7 +272,7 @@ def check(
         if pod.node_name:
             if pod.node_name in nodes:
                 by_node[pod.node_name].append(pod)
-            else:
+            elif is_ours(pod):
                 report.orphaned += 1
 
     # Events about pods: Scheduled counts, FailedScheduling presence.
