@@ -17,7 +17,10 @@ _COMMANDS = {
     "run": ("kopf_scheduler.cluster.run", "run the scheduler against a cluster (kubeconfig or in-cluster)"),
     "simulate": ("kopf_scheduler.simulate", "offline what-if scheduling of YAML/JSON objects"),
     "playground": ("kopf_scheduler.cluster.playground", "start a local control plane and schedule a demo"),
-    "controlplane": ("kopf_scheduler.cluster.controlplane", "build, start or inspect the local control plane"),
+    "controlplane": (
+        "kopf_scheduler.cluster.controlplane",
+        "build, start or inspect the local control plane",
+    ),
     "bench": ("kopf_scheduler.bench.runner", "side-by-side benchmarks with the reference kube-scheduler"),
 }
 

@@ -332,7 +332,8 @@ def parse_affinity(raw: Any, path: str = "spec.affinity") -> Affinity | None:
             p = as_mapping(p, ppath)
             preferred.append(
                 PreferredSchedulingTerm(
-                    int(p.get("weight", 0)), parse_node_selector_term(p.get("preference"), f"{ppath}.preference")
+                    int(p.get("weight", 0)),
+                    parse_node_selector_term(p.get("preference"), f"{ppath}.preference"),
                 )
             )
         node_aff = NodeAffinity(required, tuple(preferred))
@@ -399,7 +400,9 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
                 port = as_mapping(port, f"spec.{group}[{i}].ports[{j}]")
                 host_port = int(port.get("hostPort") or 0)
                 if host_port > 0:
-                    ports.append(HostPort(str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ""), host_port))
+                    ports.append(
+                        HostPort(str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ""), host_port)
+                    )
     return tuple(ports)
 
 
@@ -438,14 +441,19 @@ def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
         ),
         topology_spread_constraints=tuple(
             parse_topology_spread(t, f"spec.topologySpreadConstraints[{i}]")
-            for i, t in enumerate(as_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"))
+            for i, t in enumerate(
+                as_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
+            )
         ),
         host_ports=_host_ports(spec),
         requests=requests,
         non_zero_cpu=nz_cpu,
         non_zero_memory=nz_mem,
         images=tuple(images),
-        volumes=tuple(as_mapping(v, f"spec.volumes[{i}]") for i, v in enumerate(as_list(spec.get("volumes"), "spec.volumes"))),
+        volumes=tuple(
+            as_mapping(v, f"spec.volumes[{i}]")
+            for i, v in enumerate(as_list(spec.get("volumes"), "spec.volumes"))
+        ),
         scheduling_gates=tuple(
             str(as_mapping(g, f"spec.schedulingGates[{i}]").get("name", ""))
             for i, g in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates"))
@@ -471,13 +479,16 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
     images: list[tuple[tuple[str, ...], int]] = []
     for i, img in enumerate(as_list(status.get("images"), "status.images")):
         img = as_mapping(img, f"status.images[{i}]")
-        images.append((tuple(str(n) for n in as_list(img.get("names"), "names")), int(img.get("sizeBytes") or 0)))
+        images.append(
+            (tuple(str(n) for n in as_list(img.get("names"), "names")), int(img.get("sizeBytes") or 0))
+        )
     return NodeSpec(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid") or ""),
         labels=as_str_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(
-            parse_taint(t, f"spec.taints[{i}]") for i, t in enumerate(as_list(spec.get("taints"), "spec.taints"))
+            parse_taint(t, f"spec.taints[{i}]")
+            for i, t in enumerate(as_list(spec.get("taints"), "spec.taints"))
         ),
         allocatable=parse_resource_list(allocatable_raw, "status.allocatable"),
         unschedulable=bool(spec.get("unschedulable")),

@@ -32,6 +32,8 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
+# The pattern apimachinery names in its error message (ours below is stricter about suffixes).
+_REFERENCE_PATTERN = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 # <sign><digits>[.<digits>]<suffix>, where suffix is binary, decimal SI, or a decimal exponent.
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
@@ -52,7 +54,8 @@ def parse_quantity(text: str | int | float) -> Fraction:
         raise QuantityError(f"quantity must be a string or a number, got {type(text).__name__}")
     match = _QUANTITY.match(text.strip())
     if not match or text.strip() != text:
-        raise QuantityError(f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {text!r}")
+        pattern = _REFERENCE_PATTERN
+        raise QuantityError(f"quantities must match the regular expression '{pattern}', got {text!r}")
     number = Fraction(match["num"])
     suffix = match["suffix"] or ""
     if suffix in _BINARY:

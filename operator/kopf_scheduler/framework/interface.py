@@ -341,7 +341,9 @@ class PreFilterPlugin(Protocol):
 class PreFilterExtensions(Protocol):
     """Optional on a PreFilter plugin, as ``add_pod``/``remove_pod`` methods (used by preemption)."""
 
-    def add_pod(self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo) -> Status | None: ...
+    def add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
 
     def remove_pod(
         self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
@@ -358,7 +360,9 @@ class FilterPlugin(Protocol):
 class VectorFilter(Protocol):
     """Optional: ``filter_vector(state, pod, snapshot, idx) -> bool mask over idx`` or None (use per-node)."""
 
-    def filter_vector(self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray) -> np.ndarray | None: ...
+    def filter_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+    ) -> np.ndarray | None: ...
 
 
 @runtime_checkable
@@ -393,7 +397,9 @@ class ScoreExtensions(Protocol):
 class VectorScore(Protocol):
     """Optional: ``score_vector(state, pod, snapshot, idx) -> int64 scores over idx`` or None."""
 
-    def score_vector(self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray) -> np.ndarray | None: ...
+    def score_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+    ) -> np.ndarray | None: ...
 
 
 @runtime_checkable

@@ -88,7 +88,11 @@ def node_dict(
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"node-uid-{name}", "labels": {"kubernetes.io/hostname": name, **dict(labels or {})}},
+        "metadata": {
+            "name": name,
+            "uid": f"node-uid-{name}",
+            "labels": {"kubernetes.io/hostname": name, **dict(labels or {})},
+        },
         "spec": spec,
         "status": {
             "allocatable": allocatable,
