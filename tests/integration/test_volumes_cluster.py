@@ -1,0 +1,241 @@
+"""VolumeBinding with WaitForFirstConsumer claims on the real control plane.
+
+No PV controller or external provisioner runs here, so the tests play those parts: VolumeBinding's
+PreBind writes its decision (the PV's claimRef, or the PVC's selected-node annotation) and then
+waits for the claim to be bound; the test completes the binding the way the PV controller (and
+a provisioner) would, and the pod is bound only after that.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kopf_scheduler.cluster.controlplane import ControlPlane
+
+from .test_operator_helpers import Replica, create, deploy, events, get_json, node, node_of, pod, wait_for
+
+pytestmark = pytest.mark.integration
+
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+
+
+@pytest.fixture(scope="module")
+def namespace(control_plane: ControlPlane) -> str:
+    ns = f"vol-{uuid.uuid4().hex[:6]}"
+    control_plane.kubectl("create", "namespace", ns)
+    return ns
+
+
+@pytest.fixture(scope="module")
+def replica(
+    control_plane: ControlPlane, namespace: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Replica]:
+    kubeconfig: Path = deploy(control_plane)
+    r = Replica(
+        kubeconfig, f"vol-{namespace}", [namespace], f"vol-{namespace}", tmp_path_factory.mktemp("vol")
+    )
+    try:
+        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica ready and leading:\n{r.logs()}")
+        yield r
+    finally:
+        r.kill()
+
+
+def storage_class(name: str, provisioner: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+def local_pv(
+    name: str, class_name: str, node_name: str, claim: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": class_name,
+        "local": {"path": "/mnt/data"},
+        "nodeAffinity": {
+            "required": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}
+                        ]
+                    }
+                ]
+            }
+        },
+    }
+    if claim is not None:
+        spec["claimRef"] = claim
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+
+def claim(name: str, namespace: str, class_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": class_name,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def pod_with_claim(name: str, namespace: str, claim_name: str, tag: str) -> dict[str, Any]:
+    obj = pod(name, namespace, node_selector={"t": tag})
+    obj["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    obj["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    return obj
+
+
+def patch(plane: ControlPlane, *args: str, body: dict[str, Any], status: bool = False) -> None:
+    extra = ["--subresource=status"] if status else []
+    plane.kubectl("patch", *args, *extra, "--type=merge", "-p", json.dumps(body))
+
+
+def bind_claim(plane: ControlPlane, namespace: str, claim_name: str, pv_name: str) -> None:
+    """What the PV controller does once a PV's claimRef names the claim: bind both sides."""
+    patch(
+        plane,
+        "pvc",
+        claim_name,
+        "-n",
+        namespace,
+        body={
+            "metadata": {"annotations": {BIND_COMPLETED: "yes", BOUND_BY_CONTROLLER: "yes"}},
+            "spec": {"volumeName": pv_name},
+        },
+    )
+    patch(
+        plane,
+        "pvc",
+        claim_name,
+        "-n",
+        namespace,
+        status=True,
+        body={
+            "status": {
+                "phase": "Bound",
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "1Gi"},
+            }
+        },
+    )
+    patch(plane, "pv", pv_name, status=True, body={"status": {"phase": "Bound"}})
+
+
+def explain(plane: ControlPlane, replica: Replica, namespace: str, name: str) -> str:
+    """The pod's status, events and the replica's log tail, for a failure message."""
+    obj = get_or_none(plane, "pod", name, "-n", namespace) or {}
+    notes = [f"{e['reason']}: {e['note']}" for e in events(plane, namespace, name)]
+    return f"status={obj.get('status')}\nevents={notes}\nlog:\n{replica.logs()}"
+
+
+def get_or_none(plane: ControlPlane, *args: str) -> dict[str, Any] | None:
+    try:
+        return dict(get_json(plane, *args))
+    except subprocess.CalledProcessError:
+        return None
+
+
+def test_static_wait_for_first_consumer_claim_is_bound_at_scheduling_time(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    plane = control_plane
+    tag = uuid.uuid4().hex[:6]
+    here, there = f"vs-a-{tag}", f"vs-b-{tag}"
+    sc, pv_name, pvc_name, pod_name = f"local-{tag}", f"pv-{tag}", f"data-{tag}", f"user-{tag}"
+    create(plane, node(here, labels={"t": tag}), node(there, labels={"t": tag}))
+    create(plane, storage_class(sc, "kubernetes.io/no-provisioner"))
+    create(plane, local_pv(pv_name, sc, here), claim(pvc_name, namespace, sc))
+    # The PV controller marks a new unclaimed PV Available; only those are matched to claims.
+    patch(plane, "pv", pv_name, status=True, body={"status": {"phase": "Available"}})
+    # Let the scheduler's watches see the volume objects first (a pod seen earlier is only retried).
+    time.sleep(1.0)
+    create(plane, pod_with_claim(pod_name, namespace, pvc_name, tag))
+
+    # PreBind sets the PV's claimRef and waits: the pod is not bound while the claim is not.
+    try:
+        pv = wait_for(
+            lambda: (p := get_or_none(plane, "pv", pv_name)) and p["spec"].get("claimRef") and p,
+            30,
+            what="PV claimRef set by PreBind",
+        )
+    except TimeoutError as exc:
+        raise AssertionError(explain(plane, replica, namespace, pod_name)) from exc
+    pvc = get_json(plane, "pvc", pvc_name, "-n", namespace)
+    ref = pv["spec"]["claimRef"]
+    assert (ref["kind"], ref["namespace"], ref["name"], ref["uid"]) == (
+        "PersistentVolumeClaim",
+        namespace,
+        pvc_name,
+        pvc["metadata"]["uid"],
+    )
+    assert pv["metadata"]["annotations"][BOUND_BY_CONTROLLER] == "yes"
+    time.sleep(1.0)
+    assert node_of(plane, namespace, pod_name) == "", "bound before its claim was bound"
+    assert not pvc["spec"].get("volumeName")
+
+    bind_claim(plane, namespace, pvc_name, pv_name)
+    assert wait_for(lambda: node_of(plane, namespace, pod_name), 30, what="pod bound") == here
+    assert get_json(plane, "pvc", pvc_name, "-n", namespace)["spec"]["volumeName"] == pv_name
+
+
+def test_dynamic_provisioning_claim_gets_the_selected_node(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    plane = control_plane
+    tag = uuid.uuid4().hex[:6]
+    names = [f"vd-a-{tag}", f"vd-b-{tag}"]
+    sc, pv_name, pvc_name, pod_name = f"dyn-{tag}", f"pvc-{tag}", f"scratch-{tag}", f"writer-{tag}"
+    create(plane, *(node(n, labels={"t": tag}) for n in names))
+    create(plane, storage_class(sc, f"example.com/fake-{tag}"))
+    create(plane, claim(pvc_name, namespace, sc))
+    time.sleep(1.0)
+    create(plane, pod_with_claim(pod_name, namespace, pvc_name, tag))
+
+    # PreBind asks the provisioner for a volume on the chosen node and waits for the claim.
+    selected = wait_for(
+        lambda: (
+            get_json(plane, "pvc", pvc_name, "-n", namespace)["metadata"]
+            .get("annotations", {})
+            .get(SELECTED_NODE)
+        ),
+        30,
+        what="selected-node annotation",
+    )
+    assert selected in names
+    time.sleep(1.0)
+    assert node_of(plane, namespace, pod_name) == "", "bound before its claim was provisioned"
+
+    # The provisioner: a PV on the selected node, pre-bound to the claim; then the PV controller.
+    pvc = get_json(plane, "pvc", pvc_name, "-n", namespace)
+    ref = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": namespace,
+        "name": pvc_name,
+        "uid": pvc["metadata"]["uid"],
+    }
+    create(plane, local_pv(pv_name, sc, selected, claim=ref))
+    bind_claim(plane, namespace, pvc_name, pv_name)
+    assert wait_for(lambda: node_of(plane, namespace, pod_name), 30, what="pod bound") == selected
