@@ -25,6 +25,7 @@ from .test_operator_helpers import Replica, deploy, node, node_of, pod, wait_for
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.timeout(3600),  # creating 55,000 objects alone takes 5-9 minutes on a busy machine
     pytest.mark.skipif(not os.environ.get("KOPF_SCHEDULER_SCALE"), reason="set KOPF_SCHEDULER_SCALE=1"),
 ]
 
