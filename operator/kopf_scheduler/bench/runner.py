@@ -87,15 +87,27 @@ def _reference_config(plane: ControlPlane, qps: float) -> Path:
 
 
 def _command(
-    spec: SchedulerSpec, plane: ControlPlane, args: argparse.Namespace
+    spec: SchedulerSpec, plane: ControlPlane, args: argparse.Namespace, slug: str
 ) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     if spec.key == "ours":
         cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(plane.kubeconfig)]
         cmd += ["--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
         if args.profile_ours:
-            cmd = [args.py_spy, "record", "--rate", "50", "--format", "speedscope", "--output",
-                   str(args.profile_ours), "--subprocesses", "--", *cmd]  # fmt: skip
+            args.profile_ours.mkdir(parents=True, exist_ok=True)
+            output = args.profile_ours / f"{slug}.folded"
+            cmd = [
+                args.py_spy,
+                "record",
+                "--rate",
+                "50",
+                "--format",
+                "raw",
+                "--output",
+                str(output),
+                "--",
+                *cmd,
+            ]
         return cmd, env
     if spec.key == "reference":
         cmd = [
@@ -127,6 +139,18 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: flo
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+def _profiled_child(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    """The scheduler under py-spy: measure it, not py-spy's own sampling."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(proc.pid).children()
+            if children:
+                return int(children[0].pid)
+        time.sleep(0.05)
+    return proc.pid
 
 
 def _machine_busy() -> float:
@@ -197,13 +221,16 @@ async def _measure(
             await api.create_all(_pods_path, unschedulable)
             create_seconds = await api.create_all(_pods_path, bodies)
 
-        cmd, env = _command(spec, plane, args)
+        cmd, env = _command(spec, plane, args, log_path.stem)
         with log_path.open("wb") as log:
             spawned = time.monotonic()
             proc = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, preexec_fn=_die_with_parent
             )
-        sampler = ProcessSampler(proc.pid).start()
+        sampler = ProcessSampler(
+            _profiled_child(proc) if spec.key == "ours" and args.profile_ours else proc.pid
+        )
+        sampler.start()
         apiserver = ProcessSampler(plane.processes["kube-apiserver"].pid)
         etcd = ProcessSampler(plane.processes["etcd"].pid)
         runner = psutil.Process()
@@ -473,7 +500,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=5000.0,
         help="kube-scheduler client QPS/burst (scheduler_perf uses 5000; 0: the defaults 50/100)",
     )
-    parser.add_argument("--profile-ours", type=Path, default=None, help="py-spy record ours into this file")
+    parser.add_argument(
+        "--profile-ours",
+        type=Path,
+        default=None,
+        help="py-spy record ours: one folded-stacks file per run in this directory",
+    )
     parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
     parser.add_argument(
         "--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse the cached one)"
