@@ -7,6 +7,8 @@ only the rows of nodes whose generation changed since the last snapshot.
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 
@@ -24,6 +26,8 @@ from kopf_scheduler.api.types import (
 from kopf_scheduler.framework.types import ImageState, NodeInfo
 
 __all__ = ["NodeArrays", "RowList", "Snapshot"]
+
+_layouts = itertools.count(1)
 
 BASE_COLUMNS = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 
@@ -131,6 +135,20 @@ class Snapshot:
         # image name -> {row: that row's ImageState}; built on first use, kept up to date by replace.
         self._image_index: dict[str, dict[int, ImageState]] | None = None
         self._image_arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # Per-row NodeInfo generation, exact even for NodeInfos edited in place (they notify us), so
+        # plugins can refresh per-row caches for the rows that changed only (np.flatnonzero).
+        self.row_generation = np.zeros(0, dtype=np.int64)
+        # Changes whenever rows are laid out anew (rebuild): per-row caches start over then.
+        self.layout = next(_layouts)
+        self._row_of: dict[int, int] = {}  # id(NodeInfo) -> row
+        ref = weakref.ref(self)
+
+        def notify(info: NodeInfo) -> None:
+            snap = ref()
+            if snap is not None:
+                snap._row_changed(info)
+
+        self._notify = notify
         if node_infos:
             self.rebuild(node_infos)
 
@@ -144,8 +162,12 @@ class Snapshot:
             for name in info.allocatable.scalar:
                 scalars[name] = None
         self.arrays = NodeArrays(len(self.node_infos), scalars)
+        self.row_generation = np.zeros(len(self.node_infos), dtype=np.int64)
+        self._row_of = {}
         for i, info in enumerate(self.node_infos):
             self.arrays.set_row(i, info)
+            self._track(i, info)
+        self.layout = next(_layouts)
         self._with_affinity = None
         self._with_anti_affinity = None
         self._image_index = None
@@ -158,6 +180,9 @@ class Snapshot:
         old = self.node_infos[i]
         self.node_infos[i] = info
         self.arrays.set_row(i, info)
+        if old is not info:
+            self._row_of.pop(id(old), None)
+        self._track(i, info)
         if self._with_affinity is not None:
             self._with_affinity.replace(i, info)
         if self._with_anti_affinity is not None:
@@ -165,6 +190,20 @@ class Snapshot:
         if self._image_index is not None and old.image_states is not info.image_states:
             self._reindex_images(i, old.image_states, info.image_states)
         return True
+
+    def _track(self, i: int, info: NodeInfo) -> None:
+        self.row_generation[i] = info.generation
+        self._row_of[id(info)] = i
+        watchers = info.watchers
+        if watchers is None:
+            info.watchers = [self._notify]
+        elif self._notify not in watchers:
+            watchers.append(self._notify)
+
+    def _row_changed(self, info: NodeInfo) -> None:
+        i = self._row_of.get(id(info))
+        if i is not None and self.node_infos[i] is info:
+            self.row_generation[i] = info.generation
 
     def _reindex_images(self, i: int, old: dict[str, ImageState], new: dict[str, ImageState]) -> None:
         index = self._image_index

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
@@ -90,6 +90,15 @@ class NodeInfo:
     image_states: dict[str, ImageState] = field(default_factory=dict)
     pvc_ref_counts: dict[str, int] = field(default_factory=dict)
     generation: int = 0
+    # Callbacks told of every generation change: snapshots holding this NodeInfo use them to keep
+    # per-row generations exact even when a NodeInfo is edited in place (tests, benchmarks).
+    watchers: list[Callable[[NodeInfo], None]] | None = field(default=None, repr=False)
+
+    def _bump(self) -> None:
+        self.generation = next_generation()
+        if self.watchers:
+            for notify in self.watchers:
+                notify(self)
 
     @property
     def name(self) -> str:
@@ -98,7 +107,7 @@ class NodeInfo:
     def set_node(self, node: NodeSpec) -> None:
         self.node = node
         self.allocatable = node.allocatable
-        self.generation = next_generation()
+        self._bump()
 
     def add_pod(self, pod: PodSpec) -> None:
         self.pods.append(pod)
@@ -138,7 +147,7 @@ class NodeInfo:
                 self.pvc_ref_counts[claim] = count
             else:
                 self.pvc_ref_counts.pop(claim, None)
-        self.generation = next_generation()
+        self._bump()
 
     def clone(self) -> NodeInfo:
         """A copy whose pod lists and aggregates can change without touching this one."""

@@ -6,16 +6,17 @@ pod's required anti-affinity that matches the incoming pod blocks its domain).
 Score: the incoming pod's preferred terms against existing pods, and existing pods' preferred terms
 (and required affinity terms, weighted ``hardPodAffinityWeight``) against the incoming pod.
 
-PreFilter/PreScore walk the pods once per cycle into counts per topology pair (key, value); per-node
-partial results are memoised by NodeInfo generation, and Filter/Score are lookups (``filter_vector`` /
-``score_vector`` do them for all nodes with numpy).
+PreFilter/PreScore count per topology pair (key, value); per-node partial results are memoised by
+NodeInfo generation, and with a ``Snapshot`` the counts are running sums over its rows refreshed only
+for rows whose generation moved (``TallyStore``), so a cycle after one bind recounts one node.
+Filter/Score are lookups (``filter_vector`` / ``score_vector`` do them for all nodes with numpy).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -37,7 +38,12 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.plugins.pod_topology_spread_common import NodeMemo, lookup_array, topology_codes
+from kopf_scheduler.plugins.pod_topology_spread_common import (
+    NodeMemo,
+    TallyStore,
+    lookup_array,
+    topology_codes,
+)
 
 __all__ = ["AffinityTerm", "InterPodAffinity", "InterPodAffinityArgs"]
 
@@ -238,6 +244,17 @@ class InterPodAffinity(Plugin):
         self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
         self._terms = _TermCache()
         self._memo = NodeMemo()
+        self._tallies = TallyStore()
+
+    def _tally_snapshot(self, nodes: Sequence[NodeInfo] | None = None) -> Any:
+        """The handle's snapshot when running sums over its rows can stand for a walk over ``nodes``
+        (None: the walk is over the snapshot's own lists), else None."""
+        snapshot: Any = self.handle.snapshot if self.handle is not None else None
+        if snapshot is None or not TallyStore.supports(snapshot):
+            return None
+        if nodes is not None and nodes is not snapshot.node_infos:
+            return None
+        return snapshot
 
     def terms_of(self, pod: PodSpec) -> PodTerms:
         return self._terms.get(pod)
@@ -333,6 +350,14 @@ class InterPodAffinity(Plugin):
                             out.append((t.topology_key, value))
             return out
 
+        if not nodes:
+            return {}
+        snapshot = self._tally_snapshot()
+        if snapshot is not None:  # rows without such pods contribute nothing, as in the walk below
+            tally = self._tallies.get(
+                snapshot, signature, lambda info: [(pair, 1) for pair in self._memo.get(info, sid, per_node)]
+            )
+            return cast(dict[Pair, int], dict(tally.weights))
         counts: dict[Pair, int] = {}
         for info in nodes:
             for pair in self._memo.get(info, sid, per_node):
@@ -371,6 +396,18 @@ class InterPodAffinity(Plugin):
 
         aff_counts: dict[Pair, int] = {}
         anti_counts: dict[Pair, int] = {}
+        snapshot = self._tally_snapshot(nodes)
+        if snapshot is not None:
+
+            def tagged(info: NodeInfo) -> list[tuple[Any, int]]:
+                aff, anti = self._memo.get(info, sid, per_node)
+                return [((0, pair), 1) for pair in aff] + [((1, pair), 1) for pair in anti]
+
+            tally = self._tallies.get(snapshot, signature, tagged)
+            for tagged_pair, count in tally.weights.items():
+                tag, pair = cast(tuple[int, Pair], tagged_pair)
+                (anti_counts if tag else aff_counts)[pair] = count
+            return aff_counts, anti_counts
         for info in nodes:
             aff, anti = self._memo.get(info, sid, per_node)
             for pair in aff:
@@ -566,14 +603,34 @@ class InterPodAffinity(Plugin):
             return out
 
         topology_score: dict[str, dict[str, int]] = {}
-        for info in to_visit:
-            for (key, value), weight in self._memo.get(info, sid, per_node).items():
-                per_key = topology_score.setdefault(key, {})
-                per_key[value] = per_key.get(value, 0) + weight
+        snapshot = self._tally_snapshot()
+        if not to_visit:
+            pass
+        elif snapshot is not None:  # rows outside to_visit have no pods to visit: they add nothing
+            tally = self._tallies.get(
+                snapshot, signature, lambda info: self._memo.get(info, sid, per_node).items()
+            )
+            for pair, weight in tally.weights.items():
+                key, value = cast(Pair, pair)
+                topology_score.setdefault(key, {})[value] = weight
+        else:
+            self._walk_score(to_visit, sid, per_node, topology_score)
         if not topology_score:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_KEY, PreScoreState(topology_score))
         return None
+
+    def _walk_score(
+        self,
+        to_visit: Sequence[NodeInfo],
+        sid: int,
+        per_node: Any,
+        topology_score: dict[str, dict[str, int]],
+    ) -> None:
+        for info in to_visit:
+            for (key, value), weight in self._memo.get(info, sid, per_node).items():
+                per_key = topology_score.setdefault(key, {})
+                per_key[value] = per_key.get(value, 0) + weight
 
     def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
         s = self._read(state, PRE_SCORE_KEY)

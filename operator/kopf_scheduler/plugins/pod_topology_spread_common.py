@@ -34,7 +34,9 @@ __all__ = [
     "HOSTNAME_LABEL",
     "ZONE_LABEL",
     "NodeMemo",
+    "RowTally",
     "SpreadConstraint",
+    "TallyStore",
     "count_pods_match_selector",
     "default_selector",
     "filter_constraints",
@@ -55,32 +57,74 @@ T = TypeVar("T")
 
 
 class _Columns:
-    __slots__ = ("codes", "nodes")
+    __slots__ = ("codes", "gens", "layout", "nodes")
 
-    def __init__(self, nodes: list[NodeSpec | None]) -> None:
+    def __init__(self, nodes: list[NodeSpec | None], layout: int = 0, gens: np.ndarray | None = None) -> None:
         self.nodes = nodes
+        self.layout = layout
+        self.gens = gens
         self.codes: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
+
+    def set_node(self, i: int, node: NodeSpec | None) -> None:
+        """Row i now holds ``node``: recode it in every key computed so far (new values get new codes)."""
+        self.nodes[i] = node
+        for key, (codes, values) in self.codes.items():
+            value = node.labels.get(key) if node is not None else None
+            if value is None:
+                codes[i] = -1
+            else:
+                code = values.get(value)
+                if code is None:
+                    code = values[value] = len(values)
+                codes[i] = code
 
 
 _COLUMNS: weakref.WeakKeyDictionary[Any, _Columns] = weakref.WeakKeyDictionary()
 
 
-def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]:
-    """Per snapshot row, the code of the node's value for ``key`` (-1: no such label), and value->code."""
+def _columns(snapshot: Any) -> _Columns:
+    """The snapshot's columns, brought up to date.
+
+    With a ``Snapshot`` (``layout`` + exact per-row ``row_generation``) only rows whose generation
+    moved are looked at: a node object can only change with its NodeInfo's generation. Other
+    snapshot-likes are revalidated by node identity on every row.
+    """
     infos: Sequence[NodeInfo] = snapshot.node_infos
     cols = _COLUMNS.get(snapshot)
-    if (
-        cols is None
-        or len(cols.nodes) != len(infos)
-        or not all(a is b.node for a, b in zip(cols.nodes, infos, strict=True))
-    ):
-        cols = _Columns([info.node for info in infos])
-        _COLUMNS[snapshot] = cols
+    row_gen: np.ndarray | None = getattr(snapshot, "row_generation", None)
+    layout: int = getattr(snapshot, "layout", 0)
+    if row_gen is None or len(row_gen) != len(infos):
+        if (
+            cols is None
+            or len(cols.nodes) != len(infos)
+            or not all(a is b.node for a, b in zip(cols.nodes, infos, strict=True))
+        ):
+            cols = _COLUMNS[snapshot] = _Columns([info.node for info in infos])
+        return cols
+    if cols is None or cols.layout != layout or cols.gens is None or len(cols.gens) != len(infos):
+        cols = _COLUMNS[snapshot] = _Columns([info.node for info in infos], layout, row_gen.copy())
+        return cols
+    changed = np.flatnonzero((row_gen != cols.gens) | (row_gen <= 0))
+    if changed.size:
+        for i in changed.tolist():
+            node = infos[i].node
+            if node is not cols.nodes[i]:
+                cols.set_node(i, node)
+        cols.gens[changed] = row_gen[changed]
+    return cols
+
+
+def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]:
+    """Per snapshot row, the code of the node's value for ``key`` (-1: no such label), and value->code.
+
+    Codes are stable while the layout lasts; a value no row holds any more keeps its code.
+    """
+    cols = _columns(snapshot)
     hit = cols.codes.get(key)
     if hit is not None:
         return hit
     values: dict[str, int] = {}
-    codes = np.full(len(infos), -1, dtype=np.int32)
+    codes = np.full(len(cols.nodes), -1, dtype=np.int32)
     for i, node in enumerate(cols.nodes):
         if node is None:
             continue
@@ -97,10 +141,16 @@ def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]
 def lookup_array(values: Mapping[str, int], table: Mapping[str, int], default: int = 0) -> np.ndarray:
     """An int64 array indexed by ``code + 1`` (slot 0 is "no label") of ``table[value]``."""
     out = np.full(len(values) + 1, default, dtype=np.int64)
-    for value, code in values.items():
-        got = table.get(value)
-        if got is not None:
-            out[code + 1] = got
+    if len(table) <= len(values):  # walk the smaller mapping (hostname keys have a value per node)
+        for value, got in table.items():
+            found = values.get(value)
+            if found is not None:
+                out[found + 1] = got
+    else:
+        for value, code in values.items():
+            hit = table.get(value)
+            if hit is not None:
+                out[code + 1] = hit
     return out
 
 
@@ -144,6 +194,91 @@ class NodeMemo:
             self._data.clear()
         self._data[key] = value
         return value
+
+
+# --- per-row tallies ---------------------------------------------------------------------------------
+
+
+class RowTally:
+    """A running sum over snapshot rows of per-row ``(pair, weight)`` items.
+
+    ``refresh`` recomputes only rows whose NodeInfo generation moved since the last refresh (the
+    snapshot's exact ``row_generation``; generation <= 0 means "unknown", always recomputed),
+    subtracting their old items and adding the new ones, so a cycle costs O(changed rows) instead
+    of a walk over every node. ``hits[pair]`` counts the items behind a pair: a pair is present iff
+    some row produced it (even when its weights cancel out), as a full walk would find.
+    """
+
+    __slots__ = ("gens", "hits", "layout", "parts", "weights")
+
+    def __init__(self, layout: int, n: int) -> None:
+        self.layout = layout
+        self.gens = np.full(n, -1, dtype=np.int64)
+        self.parts: list[tuple[tuple[Hashable, int], ...]] = [()] * n
+        self.weights: dict[Hashable, int] = {}
+        self.hits: dict[Hashable, int] = {}
+
+    def refresh(
+        self, snapshot: Any, compute: Callable[[NodeInfo], Iterable[tuple[Hashable, int]]]
+    ) -> RowTally:
+        row_gen: np.ndarray = snapshot.row_generation
+        infos: Sequence[NodeInfo] = snapshot.node_infos
+        changed = np.flatnonzero((row_gen != self.gens) | (row_gen <= 0))
+        if not changed.size:
+            return self
+        weights, hits, parts = self.weights, self.hits, self.parts
+        for r in changed.tolist():
+            for pair, w in parts[r]:
+                left = hits[pair] - 1
+                if left:
+                    hits[pair] = left
+                    weights[pair] -= w
+                else:
+                    del hits[pair]
+                    del weights[pair]
+            new = tuple(compute(infos[r]))
+            parts[r] = new
+            for pair, w in new:
+                hits[pair] = hits.get(pair, 0) + 1
+                weights[pair] = weights.get(pair, 0) + w
+        self.gens[changed] = row_gen[changed]
+        return self
+
+
+class TallyStore:
+    """RowTallies per snapshot and signature (the few most recently used signatures are kept)."""
+
+    __slots__ = ("_by_snapshot", "_limit")
+
+    def __init__(self, limit: int = 16) -> None:
+        self._by_snapshot: weakref.WeakKeyDictionary[Any, dict[Hashable, RowTally]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._limit = limit
+
+    @staticmethod
+    def supports(snapshot: Any) -> bool:
+        gens = getattr(snapshot, "row_generation", None)
+        return gens is not None and len(gens) == len(snapshot.node_infos)
+
+    def get(
+        self,
+        snapshot: Any,
+        signature: Hashable,
+        compute: Callable[[NodeInfo], Iterable[tuple[Hashable, int]]],
+    ) -> RowTally:
+        """The refreshed tally of ``signature``; ``compute`` must depend only on the NodeInfo."""
+        per_snap = self._by_snapshot.get(snapshot)
+        if per_snap is None:
+            per_snap = self._by_snapshot[snapshot] = {}
+        layout: int = snapshot.layout
+        tally = per_snap.pop(signature, None)
+        if tally is None or tally.layout != layout or len(tally.gens) != len(snapshot.node_infos):
+            tally = RowTally(layout, len(snapshot.node_infos))
+        per_snap[signature] = tally  # most recently used last
+        if len(per_snap) > self._limit:
+            del per_snap[next(iter(per_snap))]
+        return tally.refresh(snapshot, compute)
 
 
 # --- node inclusion ---------------------------------------------------------------------------------
