@@ -168,3 +168,40 @@ def chart(results: Sequence[Result], path: Path) -> Path | None:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def _frame_key(frame: str) -> str:
+    """``func (path/file.py:123)`` -> ``path/file.py:func``: lines of one function add up."""
+    name, _, where = frame.rpartition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    return f"{path}:{name}" if name else frame
+
+
+def profile_summary(folded: Path, top: int = 15) -> dict[str, list[tuple[str, float]]]:
+    """Self and inclusive shares of samples per function from py-spy's folded (raw) stacks.
+
+    py-spy samples only threads that are running (no ``--idle``), so a share is a share of the
+    process's CPU time, not of wall time.
+    """
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in folded.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_frame_key(f) for f in stack.split(";") if f]
+        if not frames:
+            continue
+        total += count
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for key in set(frames):
+            incl[key] = incl.get(key, 0) + count
+    if not total:
+        return {"self": [], "inclusive": []}
+
+    def ranked(d: dict[str, int]) -> list[tuple[str, float]]:
+        return [(k, 100.0 * v / total) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+
+    return {"self": ranked(own), "inclusive": ranked(incl), "samples": [("total", float(total))]}

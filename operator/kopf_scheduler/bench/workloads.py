@@ -170,7 +170,11 @@ def _node_affinity_pod(name: str) -> Obj:
 # (nodes, init, measure[, unschedulable]) per scale; "full" follows the brief, "small" keeps each
 # run near a minute, "tiny" is the CI smoke size.
 _SIZES: dict[str, dict[str, tuple[int, ...]]] = {
-    "SchedulingBasic/1000Nodes": {"tiny": (5, 5, 20), "small": (500, 500, 1000), "full": (1000, 1000, 2000)},
+    "SchedulingBasic/1000Nodes": {
+        "tiny": (5, 5, 20),
+        "small": (1000, 1000, 1000),
+        "full": (1000, 1000, 2000),
+    },
     "SchedulingBasic/5000Nodes": {
         "tiny": (5, 5, 20),
         "small": (5000, 1000, 1000),
