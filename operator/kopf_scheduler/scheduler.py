@@ -241,9 +241,14 @@ class Scheduler:
     # -- loop --
 
     async def run(self) -> None:
-        """Schedule pods until ``stop()``."""
+        """Schedule pods until ``stop()``, with the queue's periodic flushes running meanwhile
+        (the reference's ``Run`` starts ``SchedulingQueue.Run``: backoffQ every second, the
+        unschedulable pool's leftovers every 30 s); without them a pod that failed with an error
+        would wait in backoffQ for ever."""
         self._stop.clear()
         stop_wait = asyncio.ensure_future(self._stop.wait())
+        run_flushers = getattr(self.queue, "run_flushers", None)
+        flushers = asyncio.ensure_future(run_flushers()) if run_flushers is not None else None
         try:
             while not self._stop.is_set():
                 pop = asyncio.ensure_future(self.queue.pop())
@@ -258,6 +263,8 @@ class Scheduler:
                 await asyncio.sleep(0)  # let binding tasks and watch handlers run
         finally:
             stop_wait.cancel()
+            if flushers is not None:
+                flushers.cancel()
 
     def stop(self) -> None:
         self._stop.set()

@@ -20,7 +20,18 @@ import pytest
 
 from kopf_scheduler.cluster.controlplane import ControlPlane
 
-from .test_operator_helpers import Replica, create, deploy, events, get_json, node, node_of, pod, wait_for
+from .test_operator_helpers import (
+    Replica,
+    create,
+    deploy,
+    events,
+    get_json,
+    node,
+    node_of,
+    pod,
+    reason_events,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -239,3 +250,102 @@ def test_dynamic_provisioning_claim_gets_the_selected_node(
     create(plane, local_pv(pv_name, sc, selected, claim=ref))
     bind_claim(plane, namespace, pvc_name, pv_name)
     assert wait_for(lambda: node_of(plane, namespace, pod_name), 30, what="pod bound") == selected
+
+
+def test_provisioner_dropping_the_selected_node_fails_prebind_and_the_pod_is_retried(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    plane = control_plane
+    tag = uuid.uuid4().hex[:6]
+    names = [f"vr-a-{tag}", f"vr-b-{tag}"]
+    sc, pv_name, pvc_name, pod_name = f"retry-{tag}", f"pvc-r-{tag}", f"cache-{tag}", f"reader-{tag}"
+    create(plane, *(node(n, labels={"t": tag}) for n in names))
+    create(plane, storage_class(sc, f"example.com/flaky-{tag}"))
+    pvc_obj = claim(pvc_name, namespace, sc)
+    # Another annotation keeps the map non-empty once selected-node goes: "provisioning failed",
+    # not "annotation reset".
+    pvc_obj["metadata"]["annotations"] = {"example.com/team": tag}
+    create(plane, pvc_obj)
+    time.sleep(1.0)
+    create(plane, pod_with_claim(pod_name, namespace, pvc_name, tag))
+
+    def selected_node() -> str | None:
+        annotations = get_json(plane, "pvc", pvc_name, "-n", namespace)["metadata"].get("annotations") or {}
+        return annotations.get(SELECTED_NODE)
+
+    first = wait_for(selected_node, 30, what="selected-node annotation")
+    assert first in names
+    # The provisioner cannot provision there: it removes the annotation to ask for a reschedule.
+    patch(plane, "pvc", pvc_name, "-n", namespace, body={"metadata": {"annotations": {SELECTED_NODE: None}}})
+    try:
+        ev = wait_for(
+            lambda: reason_events(plane, namespace, pod_name, "FailedScheduling"), 30, what="FailedScheduling"
+        )[0]
+    except TimeoutError as exc:
+        raise AssertionError(explain(plane, replica, namespace, pod_name)) from exc
+    assert ev["type"] == "Warning"
+    assert ev["note"] == (
+        f'running PreBind plugin "VolumeBinding": binding volumes: provisioning failed for PVC "{pvc_name}"'
+    )
+    assert node_of(plane, namespace, pod_name) == ""
+
+    # The pod is retried (backoff) and asks again; this time the provisioner delivers.
+    try:
+        again = wait_for(selected_node, 30, what="selected-node annotation again")
+    except TimeoutError as exc:
+        raise AssertionError(explain(plane, replica, namespace, pod_name)) from exc
+    assert again in names
+    pvc = get_json(plane, "pvc", pvc_name, "-n", namespace)
+    ref = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": namespace,
+        "name": pvc_name,
+        "uid": pvc["metadata"]["uid"],
+    }
+    create(plane, local_pv(pv_name, sc, again, claim=ref))
+    bind_claim(plane, namespace, pvc_name, pv_name)
+    assert wait_for(lambda: node_of(plane, namespace, pod_name), 30, what="pod bound") == again
+
+
+def test_unbound_immediate_claim_is_reported_then_the_pod_binds_once_the_claim_is_bound(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    plane = control_plane
+    tag = uuid.uuid4().hex[:6]
+    here, there = f"vi-a-{tag}", f"vi-b-{tag}"
+    sc, pv_name, pvc_name, pod_name = f"imm-{tag}", f"pv-i-{tag}", f"logs-{tag}", f"tail-{tag}"
+    create(plane, node(here, labels={"t": tag}), node(there, labels={"t": tag}))
+    create(plane, {**storage_class(sc, f"example.com/imm-{tag}"), "volumeBindingMode": "Immediate"})
+    create(plane, claim(pvc_name, namespace, sc))
+    time.sleep(1.0)
+    total = len(get_json(plane, "nodes")["items"])
+    create(plane, pod_with_claim(pod_name, namespace, pvc_name, tag))
+    try:
+        ev = wait_for(
+            lambda: reason_events(plane, namespace, pod_name, "FailedScheduling"), 30, what="FailedScheduling"
+        )[0]
+    except TimeoutError as exc:
+        raise AssertionError(explain(plane, replica, namespace, pod_name)) from exc
+    assert ev["note"] == (
+        f"0/{total} nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+        f"preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+    )
+
+    # The PV controller binds the claim to a PV that only `here` reaches: the claim's update
+    # requeues the pod, and the bound PV's node affinity decides the node.
+    pvc = get_json(plane, "pvc", pvc_name, "-n", namespace)
+    ref = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": namespace,
+        "name": pvc_name,
+        "uid": pvc["metadata"]["uid"],
+    }
+    create(plane, local_pv(pv_name, sc, here, claim=ref))
+    bind_claim(plane, namespace, pvc_name, pv_name)
+    try:
+        bound = wait_for(lambda: node_of(plane, namespace, pod_name), 30, what="pod bound")
+    except TimeoutError as exc:
+        raise AssertionError(explain(plane, replica, namespace, pod_name)) from exc
+    assert bound == here
