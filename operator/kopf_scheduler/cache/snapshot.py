@@ -200,6 +200,13 @@ class Snapshot:
         elif self._notify not in watchers:
             watchers.append(self._notify)
 
+    def rows_of(self, infos: Sequence[NodeInfo]) -> np.ndarray | None:
+        """Rows of these NodeInfos (which must be this snapshot's own objects), else None."""
+        rows = list(map(self._row_of.get, map(id, infos)))
+        if None in rows:
+            return None
+        return np.array(rows, dtype=np.int64)
+
     def _row_changed(self, info: NodeInfo) -> None:
         i = self._row_of.get(id(info))
         if i is not None and self.node_infos[i] is info:

@@ -7,7 +7,10 @@ ReplicaSets / StatefulSets that own or select them.
 
 PreFilter counts matching pods per domain once per cycle (per-node counts memoised by NodeInfo
 generation); Filter is then a dictionary lookup per constraint, and ``filter_vector`` does the same
-for all nodes at once with numpy.
+for all nodes at once with numpy. With a ``Snapshot`` and no node-inclusion policy that depends on
+the pod (no nodeSelector/required node affinity under Honor, no Honor taint policy), the per-domain
+sums are np.bincount over the rows' domain codes of per-row matching counts that are refreshed only
+for rows whose generation moved; otherwise the walk over nodes runs.
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ from kopf_scheduler.plugins.pod_topology_spread_common import (
     ZONE_LABEL,
     NodeMemo,
     SpreadConstraint,
+    TallyStore,
     count_pods_match_selector,
     default_selector,
     filter_constraints,
     go_round,
+    has_nodeless_rows,
     lookup_array,
     node_labels_match_constraints,
     required_node_affinity_matches,
@@ -217,8 +222,59 @@ class PodTopologySpread(Plugin):
         else:
             self.default_constraints = tuple(c.to_constraint() for c in args.default_constraints)
         self._memo = NodeMemo()
+        self._tallies = TallyStore(limit=32)
 
     # -- helpers --
+
+    def _vector_snapshot(
+        self, pod: PodSpec, constraints: Sequence[SpreadConstraint], nodes: Sequence[NodeInfo] | None = None
+    ) -> Any:
+        """The handle's snapshot when every row with the constraints' keys is included for this pod
+        (so inclusion needs no per-node check) and ``nodes`` are its rows; else None (walk)."""
+        snapshot: Any = self.handle.snapshot if self.handle is not None else None
+        if snapshot is None or not TallyStore.supports(snapshot):
+            return None
+        if nodes is not None and nodes is not snapshot.node_infos:
+            return None
+        if any(c.node_taints_policy == "Honor" for c in constraints):
+            return None
+        if any(c.node_affinity_policy == "Honor" for c in constraints):
+            na = pod.affinity.node_affinity if pod.affinity else None
+            if pod.node_selector or (na is not None and na.required is not None):
+                return None
+        if has_nodeless_rows(snapshot):
+            return None
+        return snapshot
+
+    def _row_counts(self, snapshot: Any, c: SpreadConstraint, namespace: str) -> np.ndarray:
+        """Matching pods per snapshot row (``_count`` for every row), refreshed for changed rows."""
+        sel = c.selector
+        if sel is None or sel.is_empty():
+            return np.zeros(len(snapshot.node_infos), dtype=np.int64)
+        sid = self._count_sid(c, namespace)
+        return self._tallies.counts(
+            snapshot, (sel, namespace), lambda info: self._count(info, c, namespace, sid)
+        )
+
+    @staticmethod
+    def _keys_present(snapshot: Any, constraints: Sequence[SpreadConstraint]) -> np.ndarray:
+        present = np.ones(len(snapshot.node_infos), dtype=bool)
+        for c in constraints:
+            present &= topology_codes(snapshot, c.topology_key)[0] >= 0
+        return present
+
+    def _domain_sums(
+        self, snapshot: Any, c: SpreadConstraint, namespace: str, rows_mask: np.ndarray
+    ) -> dict[str, int]:
+        """{value: matching pods over the masked rows in that domain} for every domain they cover."""
+        codes, values = topology_codes(snapshot, c.topology_key)
+        dom = codes[rows_mask]
+        m = len(values)
+        seen = np.bincount(dom, minlength=m) > 0
+        # float64 weights hold these integer sums exactly (far below 2**53)
+        sums = np.bincount(dom, weights=self._row_counts(snapshot, c, namespace)[rows_mask], minlength=m)
+        names = list(values)  # codes are assigned in insertion order: names[code] is the value
+        return {names[k]: int(sums[k]) for k in np.flatnonzero(seen).tolist()}
 
     def _objects(self) -> Mapping[str, Mapping[str, Any]]:
         return self.handle.objects if self.handle is not None else {}
@@ -271,6 +327,12 @@ class PodTopologySpread(Plugin):
             domains_at_count=[{} for _ in constraints],
             tp_value_to_match_num=[{} for _ in constraints],
         )
+        snapshot = self._vector_snapshot(pod, constraints, nodes)
+        if snapshot is not None:
+            present = self._keys_present(snapshot, constraints)
+            for i, c in enumerate(constraints):
+                s.tp_value_to_match_num[i] = self._domain_sums(snapshot, c, pod.namespace, present)
+            nodes = ()  # counted above
         sids = [self._count_sid(c, pod.namespace) for c in constraints]
         need_affinity = any(c.node_affinity_policy == "Honor" for c in constraints)
         for info in nodes:
@@ -374,6 +436,9 @@ class PodTopologySpread(Plugin):
         if not constraints:
             return Status(Code.SKIP)
         s = PreScoreState(constraints=constraints, topology_value_to_pod_counts=[{} for _ in constraints])
+        if self._pre_score_vector(s, pod, nodes, constraints, require_all):
+            state.write(PRE_SCORE_KEY, s)
+            return None
         ignored = np.zeros(len(nodes), dtype=bool)
         topo_size = [0] * len(constraints)
         for pos, info in enumerate(nodes):
@@ -415,6 +480,53 @@ class PodTopologySpread(Plugin):
         state.write(PRE_SCORE_KEY, s)
         return None
 
+    def _pre_score_vector(
+        self,
+        s: PreScoreState,
+        pod: PodSpec,
+        nodes: Sequence[NodeInfo],
+        constraints: list[SpreadConstraint],
+        require_all: bool,
+    ) -> bool:
+        """PreScore's two walks with numpy over snapshot rows; False (state untouched) when a case
+        needs the walk: no usable snapshot, or a node lacking a non-hostname key (value "")."""
+        snapshot = self._vector_snapshot(pod, constraints)
+        if snapshot is None:
+            return False
+        rows = snapshot.rows_of(nodes)
+        if rows is None:
+            return False
+        present = self._keys_present(snapshot, constraints) if require_all else None
+        ignored = ~present[rows] if present is not None else np.zeros(len(rows), dtype=bool)
+        kept = rows[~ignored]
+        domains: list[dict[str, int]] = []
+        for c in constraints:
+            if c.topology_key == HOSTNAME_LABEL:
+                domains.append({})
+                continue
+            codes, values = topology_codes(snapshot, c.topology_key)
+            if "" in values or (present is None and bool((codes < 0).any())):
+                return False  # the walk's labels.get(key, "") would merge missing keys into ""
+            names = list(values)
+            domains.append({names[k]: 0 for k in np.unique(codes[kept]).tolist()})
+        infos = snapshot.node_infos
+        s.ignored_nodes = {infos[r].name for r in rows[ignored].tolist()}
+        s.ignored_mask = ignored
+        for i, c in enumerate(constraints):
+            hostname = c.topology_key == HOSTNAME_LABEL
+            size = len(nodes) - len(s.ignored_nodes) if hostname else len(domains[i])
+            s.topology_normalizing_weight.append(_topology_normalizing_weight(size))
+        s.count_sids = [self._count_sid(c, pod.namespace) for c in constraints]
+        eligible = present if present is not None else np.ones(len(infos), dtype=bool)
+        for i, c in enumerate(constraints):
+            counts = domains[i]
+            if counts:
+                sums = self._domain_sums(snapshot, c, pod.namespace, eligible)
+                for value in counts:
+                    counts[value] = sums.get(value, 0)
+        s.topology_value_to_pod_counts = domains
+        return True
+
     def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
         s = self._state(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
@@ -447,7 +559,11 @@ class PodTopologySpread(Plugin):
         for i, c in enumerate(s.constraints):
             codes, values = topology_codes(snapshot, c.topology_key)
             rows = codes[idx]
-            if c.topology_key == HOSTNAME_LABEL:
+            if c.topology_key == HOSTNAME_LABEL and TallyStore.supports(snapshot) and snapshot is (
+                self.handle.snapshot if self.handle is not None else None
+            ):
+                cnt = self._row_counts(snapshot, c, pod.namespace)[idx]
+            elif c.topology_key == HOSTNAME_LABEL:
                 cnt = np.fromiter(
                     (self._count(infos[r], c, pod.namespace, s.count_sids[i]) for r in idx),
                     dtype=np.int64,

@@ -16,7 +16,7 @@ import math
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -41,6 +41,7 @@ __all__ = [
     "default_selector",
     "filter_constraints",
     "go_round",
+    "has_nodeless_rows",
     "node_labels_match_constraints",
     "required_node_affinity_matches",
     "topology_codes",
@@ -57,17 +58,22 @@ T = TypeVar("T")
 
 
 class _Columns:
-    __slots__ = ("codes", "gens", "layout", "nodes")
+    __slots__ = ("codes", "gens", "layout", "nodeless", "nodes")
 
     def __init__(self, nodes: list[NodeSpec | None], layout: int = 0, gens: np.ndarray | None = None) -> None:
         self.nodes = nodes
         self.layout = layout
         self.gens = gens
         self.codes: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
+        self.nodeless = {i for i, node in enumerate(nodes) if node is None}
 
     def set_node(self, i: int, node: NodeSpec | None) -> None:
         """Row i now holds ``node``: recode it in every key computed so far (new values get new codes)."""
         self.nodes[i] = node
+        if node is None:
+            self.nodeless.add(i)
+        else:
+            self.nodeless.discard(i)
         for key, (codes, values) in self.codes.items():
             value = node.labels.get(key) if node is not None else None
             if value is None:
@@ -136,6 +142,11 @@ def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]
             codes[i] = code
     cols.codes[key] = (codes, values)
     return codes, values
+
+
+def has_nodeless_rows(snapshot: Any) -> bool:
+    """Whether some snapshot row has no node (vector shortcuts that assume a node per row bail out)."""
+    return bool(_columns(snapshot).nodeless)
 
 
 def lookup_array(values: Mapping[str, int], table: Mapping[str, int], default: int = 0) -> np.ndarray:
@@ -245,6 +256,29 @@ class RowTally:
         return self
 
 
+class RowCounts:
+    """A per-row int64 column (e.g. matching pods per node), recomputed only for rows whose
+    generation moved, like ``RowTally``."""
+
+    __slots__ = ("gens", "layout", "values")
+
+    def __init__(self, layout: int, n: int) -> None:
+        self.layout = layout
+        self.gens = np.full(n, -1, dtype=np.int64)
+        self.values = np.zeros(n, dtype=np.int64)
+
+    def refresh(self, snapshot: Any, compute: Callable[[NodeInfo], int]) -> RowCounts:
+        row_gen: np.ndarray = snapshot.row_generation
+        infos: Sequence[NodeInfo] = snapshot.node_infos
+        changed = np.flatnonzero((row_gen != self.gens) | (row_gen <= 0))
+        if changed.size:
+            values = self.values
+            for r in changed.tolist():
+                values[r] = compute(infos[r])
+            self.gens[changed] = row_gen[changed]
+        return self
+
+
 class TallyStore:
     """RowTallies per snapshot and signature (the few most recently used signatures are kept)."""
 
@@ -261,6 +295,20 @@ class TallyStore:
         gens = getattr(snapshot, "row_generation", None)
         return gens is not None and len(gens) == len(snapshot.node_infos)
 
+    def _slot(self, snapshot: Any, signature: Hashable, kind: type[T]) -> T:
+        per_snap = self._by_snapshot.get(snapshot)
+        if per_snap is None:
+            per_snap = self._by_snapshot[snapshot] = {}
+        layout: int = snapshot.layout
+        key = (kind, signature)
+        entry: Any = per_snap.pop(key, None)
+        if entry is None or entry.layout != layout or len(entry.gens) != len(snapshot.node_infos):
+            entry = kind(layout, len(snapshot.node_infos))  # type: ignore[call-arg]
+        per_snap[key] = entry  # most recently used last
+        if len(per_snap) > self._limit:
+            del per_snap[next(iter(per_snap))]
+        return cast(T, entry)
+
     def get(
         self,
         snapshot: Any,
@@ -268,17 +316,11 @@ class TallyStore:
         compute: Callable[[NodeInfo], Iterable[tuple[Hashable, int]]],
     ) -> RowTally:
         """The refreshed tally of ``signature``; ``compute`` must depend only on the NodeInfo."""
-        per_snap = self._by_snapshot.get(snapshot)
-        if per_snap is None:
-            per_snap = self._by_snapshot[snapshot] = {}
-        layout: int = snapshot.layout
-        tally = per_snap.pop(signature, None)
-        if tally is None or tally.layout != layout or len(tally.gens) != len(snapshot.node_infos):
-            tally = RowTally(layout, len(snapshot.node_infos))
-        per_snap[signature] = tally  # most recently used last
-        if len(per_snap) > self._limit:
-            del per_snap[next(iter(per_snap))]
-        return tally.refresh(snapshot, compute)
+        return self._slot(snapshot, signature, RowTally).refresh(snapshot, compute)
+
+    def counts(self, snapshot: Any, signature: Hashable, compute: Callable[[NodeInfo], int]) -> np.ndarray:
+        """The refreshed per-row column of ``signature`` (read-only for callers)."""
+        return self._slot(snapshot, signature, RowCounts).refresh(snapshot, compute).values
 
 
 # --- node inclusion ---------------------------------------------------------------------------------
