@@ -167,6 +167,11 @@ def test_preemption_evicts_the_fewest_lowest_priority_pods_then_binds_on_the_nom
         assert preempted, f"no Preempted event for {victim}"
     # The preemptor waits for its victims to be gone: they still hold the node's cpu.
     assert node_of(plane, namespace, preemptor) == ""
+    # A lower-priority pod arriving meanwhile must not take the room reserved by the nomination,
+    # nor preempt anyone for it (the terminating lows are already spoken for, mids are its peers).
+    late = f"late-{tag}"
+    create(plane, prio_pod(late, namespace, classes["mid"], "1", tag))
+    wait_for(lambda: reason_events(plane, namespace, late, "FailedScheduling"), 30, what="late rejected")
 
     # The kubelet finishes the deletions; the preemptor then binds to the node it was nominated to.
     started = time.monotonic()
@@ -183,6 +188,8 @@ def test_preemption_evicts_the_fewest_lowest_priority_pods_then_binds_on_the_nom
     status = get_json(plane, "pod", preemptor, "-n", namespace).get("status") or {}
     assert not status.get("nominatedNodeName"), status
     assert time.monotonic() - started < 20
+    time.sleep(1.0)
+    assert node_of(plane, namespace, late) == "", "the late pod took the nominated node's room"
     for survivor in (mid_a, mid_b1, mid_b2):
         obj = get_json(plane, "pod", survivor, "-n", namespace)
         assert not obj["metadata"].get("deletionTimestamp"), survivor
