@@ -634,16 +634,13 @@ async def test_idle_pop_takes_a_pod_moved_to_backoff() -> None:
     assert got is not None and got.pod is pod
 
 
-def test_large_queue_is_fast() -> None:
-    import time
-
+def test_large_queue_pops_in_priority_order() -> None:
+    # Speed is measured by the benchmarks, never by a wall-clock assertion in a test.
     q = make_queue()
     pods = [make_pod(f"p{i}", priority=i % 7) for i in range(5000)]
-    start = time.perf_counter()
     for pod in pods:
         q.add(pod)
     popped = [pop(q) for _ in pods]
-    assert time.perf_counter() - start < 2.0
     prios = [p.pod.priority for p in popped]
     assert prios == sorted(prios, reverse=True)
 

@@ -33,6 +33,7 @@ from kopf_scheduler.api.types import (
     Toleration,
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
+    as_int,
     as_list,
     as_mapping,
     as_str_map,
@@ -306,7 +307,8 @@ def _pod_affinity(raw: Any, path: str) -> PodAffinity | None:
         t = as_mapping(t, f"{pref_path}[{i}]")
         preferred.append(
             WeightedPodAffinityTerm(
-                int(t.get("weight", 0)), _pod_affinity_term(t.get("podAffinityTerm"), f"{pref_path}[{i}]")
+                as_int(t.get("weight"), f"{pref_path}[{i}].weight"),
+                _pod_affinity_term(t.get("podAffinityTerm"), f"{pref_path}[{i}]"),
             )
         )
     return PodAffinity(required, tuple(preferred))
@@ -332,7 +334,7 @@ def parse_affinity(raw: Any, path: str = "spec.affinity") -> Affinity | None:
             p = as_mapping(p, ppath)
             preferred.append(
                 PreferredSchedulingTerm(
-                    int(p.get("weight", 0)),
+                    as_int(p.get("weight"), f"{ppath}.weight"),
                     parse_node_selector_term(p.get("preference"), f"{ppath}.preference"),
                 )
             )
@@ -355,7 +357,7 @@ def parse_toleration(raw: Any, path: str) -> Toleration:
         operator=op,
         value=str(raw.get("value") or ""),
         effect=str(raw.get("effect") or ""),
-        toleration_seconds=int(secs) if secs is not None else None,
+        toleration_seconds=as_int(secs, f"{path}.tolerationSeconds") if secs is not None else None,
     )
 
 
@@ -381,7 +383,7 @@ def parse_topology_spread(raw: Any, path: str) -> TopologySpreadConstraint:
         topology_key=str(raw.get("topologyKey", "")),
         when_unsatisfiable=when,
         selector=parse_label_selector(raw.get("labelSelector"), f"{path}.labelSelector"),
-        min_domains=int(min_domains) if min_domains is not None else None,
+        min_domains=as_int(min_domains, f"{path}.minDomains") if min_domains is not None else None,
         node_affinity_policy=str(raw.get("nodeAffinityPolicy") or "Honor"),
         node_taints_policy=str(raw.get("nodeTaintsPolicy") or "Ignore"),
         match_label_keys=tuple(str(k) for k in as_list(raw.get("matchLabelKeys"), f"{path}.matchLabelKeys")),
@@ -398,7 +400,7 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
                 continue
             for j, port in enumerate(as_list(container.get("ports"), f"spec.{group}[{i}].ports")):
                 port = as_mapping(port, f"spec.{group}[{i}].ports[{j}]")
-                host_port = int(port.get("hostPort") or 0)
+                host_port = as_int(port.get("hostPort"), f"spec.{group}[{i}].ports[{j}].hostPort")
                 if host_port > 0:
                     ports.append(
                         HostPort(str(port.get("protocol") or "TCP"), str(port.get("hostIP") or ""), host_port)
@@ -430,7 +432,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
-        priority=int(priority) if priority is not None else 0,
+        priority=as_int(priority, "spec.priority"),
         priority_class_name=str(spec.get("priorityClassName") or ""),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         node_selector=as_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
@@ -459,12 +461,12 @@ def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
             for i, g in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates"))
         ),
         owner_references=tuple(as_list(meta.get("ownerReferences"), "metadata.ownerReferences")),
-        creation_timestamp=parse_timestamp(meta.get("creationTimestamp")),
-        start_time=parse_timestamp(status.get("startTime")),
-        deletion_timestamp=parse_timestamp(meta.get("deletionTimestamp")),
+        creation_timestamp=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        start_time=parse_timestamp(status.get("startTime"), "status.startTime"),
+        deletion_timestamp=parse_timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         phase=str(status.get("phase") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
-        generation=int(meta.get("generation") or 0),
+        generation=as_int(meta.get("generation"), "metadata.generation"),
         raw=obj,
     )
 
@@ -480,7 +482,10 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
     for i, img in enumerate(as_list(status.get("images"), "status.images")):
         img = as_mapping(img, f"status.images[{i}]")
         images.append(
-            (tuple(str(n) for n in as_list(img.get("names"), "names")), int(img.get("sizeBytes") or 0))
+            (
+                tuple(str(n) for n in as_list(img.get("names"), "names")),
+                as_int(img.get("sizeBytes"), f"status.images[{i}].sizeBytes"),
+            )
         )
     return NodeSpec(
         name=str(meta.get("name", "")),

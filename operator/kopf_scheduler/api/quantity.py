@@ -41,15 +41,31 @@ _QUANTITY = re.compile(
 )
 
 
-@lru_cache(maxsize=4096)
+# Far beyond any real resource amount (2**63 is int64's limit in the reference) yet small enough that
+# arithmetic stays cheap: the apiserver accepts ``cpu: 1e5000000``, and exact big-integer maths on it
+# would freeze the event loop for seconds on every parse.
+_MAX_EXPONENT = 40
+SATURATED = 2**63 - 1
+
+
 def parse_quantity(text: str | int | float) -> Fraction:
     """Parse a quantity; raise :class:`QuantityError` naming the bad input."""
+    if not isinstance(text, str | int | float):  # lists and dicts are unhashable: check before the cache
+        raise QuantityError(f"quantity must be a string or a number, got {type(text).__name__}")
+    return _parse_quantity(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_quantity(text: str | int | float) -> Fraction:
     if isinstance(text, bool):
         raise QuantityError(f"quantities must match the regular expression, got {text!r}")
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):
-        return Fraction(str(text))
+        try:
+            return Fraction(str(text))
+        except ValueError:  # inf, nan (YAML can spell them)
+            raise QuantityError(f"quantity must be a finite number, got {text!r}") from None
     if not isinstance(text, str):
         raise QuantityError(f"quantity must be a string or a number, got {type(text).__name__}")
     match = _QUANTITY.match(text.strip())
@@ -63,7 +79,13 @@ def parse_quantity(text: str | int | float) -> Fraction:
     elif suffix in _DECIMAL:
         number *= _DECIMAL[suffix]
     else:
-        number *= Fraction(10) ** int(suffix[1:])
+        exponent = int(suffix[1:])
+        if number and exponent > _MAX_EXPONENT:
+            number = Fraction(SATURATED)
+        elif exponent < -_MAX_EXPONENT:
+            number = Fraction(1, 10**_MAX_EXPONENT) if number else Fraction(0)
+        else:
+            number *= Fraction(10) ** exponent
     return -number if match["sign"] == "-" else number
 
 
@@ -71,11 +93,15 @@ def _ceil(number: Fraction) -> int:
     return -((-number.numerator) // number.denominator)
 
 
+def _saturate(number: int) -> int:
+    return max(-SATURATED, min(SATURATED, number))
+
+
 def milli_value(text: str | int | float) -> int:
-    """Like ``Quantity.MilliValue()``: thousandths, rounded up (cpu in millicores)."""
-    return _ceil(parse_quantity(text) * 1000)
+    """Like ``Quantity.MilliValue()``: thousandths, rounded up (cpu in millicores), within int64."""
+    return _saturate(_ceil(parse_quantity(text) * 1000))
 
 
 def value(text: str | int | float) -> int:
-    """Like ``Quantity.Value()``: the integer value, rounded up (bytes, counts)."""
-    return _ceil(parse_quantity(text))
+    """Like ``Quantity.Value()``: the integer value, rounded up (bytes, counts), within int64."""
+    return _saturate(_ceil(parse_quantity(text)))

@@ -33,6 +33,7 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
+    "as_int",
     "parse_timestamp",
 ]
 
@@ -294,11 +295,26 @@ class HostPort:
     port: int
 
 
-def parse_timestamp(text: str | None) -> float:
+def parse_timestamp(text: Any, path: str = "") -> float:
     """RFC 3339 timestamp to epoch seconds (0.0 when absent)."""
     if not text:
         return 0.0
-    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    try:
+        return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ObjectError(path or "timestamp", f"not an RFC 3339 time: {text!r}") from None
+
+
+def as_int(value: Any, path: str, default: int = 0) -> int:
+    """An integer field; garbage is an ObjectError naming the field, never a bare ValueError."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ObjectError(path, f"expected an integer, got {type(value).__name__}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ObjectError(path, f"expected an integer, got {value!r}") from None
 
 
 def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
