@@ -605,16 +605,17 @@ class Framework:
                             _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
                         )
                     scores[j] = s
-            quoted = go_quote(p.name)
             normalize = getattr(p, "normalize_score", None)
             if normalize is not None:
                 status = normalize(state, pod, scores)
                 if not is_success(status):
                     assert status is not None
+                    quoted = go_quote(p.name)  # quoted on error paths only: it is costly per cycle
                     raise FrameworkError(
                         _as_error(status, f"running Normalize on Score plugins: plugin {quoted} failed with")
                     )
             if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+                quoted = go_quote(p.name)
                 bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                 msg = (
                     f"applying score defaultWeights on Score plugins: plugin {quoted} returns an invalid "
