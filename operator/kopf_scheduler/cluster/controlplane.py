@@ -12,6 +12,7 @@ started it, even when a test fails or is killed.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import ctypes
 import fcntl
@@ -116,6 +117,10 @@ def _go_build(
         print(f"built {binary} in {time.monotonic() - started:.0f}s", file=sys.stderr)
 
 
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -129,12 +134,13 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _kubeconfig(server: str, user: str, token: str) -> str:
+def _kubeconfig(server: str, user: str, token: str, ca_pem: bytes) -> str:
+    cluster = {"server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}
     return json.dumps(
         {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+            "clusters": [{"name": "local", "cluster": cluster}],
             "users": [{"name": user, "user": {"token": token}}],
             "contexts": [{"name": user, "context": {"cluster": "local", "user": user}}],
             "current-context": user,
@@ -160,6 +166,7 @@ class ControlPlane:
         self.admin_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.ca_pem = b""
         self.start_seconds = 0.0
 
     # -- lifecycle --
@@ -187,16 +194,61 @@ class ControlPlane:
         certs.mkdir(exist_ok=True)
         key = certs / "sa.key"
         if not key.exists():
-            subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
-            subprocess.run(
-                ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(certs / "sa.pub")],
-                check=True,
-                capture_output=True,
+            _openssl("genrsa", "-out", str(key), "2048")
+            _openssl("rsa", "-in", str(key), "-pubout", "-out", str(certs / "sa.pub"))
+        if not (certs / "ca.crt").exists():
+            # A CA of our own and a serving certificate for 127.0.0.1, so every client verifies TLS
+            # exactly as it would against a real cluster (no insecure-skip-tls-verify anywhere).
+            _openssl(
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "3650",
+                "-subj",
+                "/CN=kopf-scheduler-local-ca",
+                "-keyout",
+                str(certs / "ca.key"),
+                "-out",
+                str(certs / "ca.crt"),
             )
+            _openssl(
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=kube-apiserver",
+                "-keyout",
+                str(certs / "serving.key"),
+                "-out",
+                str(certs / "serving.csr"),
+            )
+            (certs / "serving.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+            _openssl(
+                "x509",
+                "-req",
+                "-in",
+                str(certs / "serving.csr"),
+                "-CA",
+                str(certs / "ca.crt"),
+                "-CAkey",
+                str(certs / "ca.key"),
+                "-CAcreateserial",
+                "-days",
+                "3650",
+                "-extfile",
+                str(certs / "serving.ext"),
+                "-out",
+                str(certs / "serving.crt"),
+            )
+        self.ca_pem = (certs / "ca.crt").read_bytes()
         (self.workdir / "tokens.csv").write_text(
             f'{self.admin_token},{ADMIN_TOKEN_USER},1,"system:masters"\n'
         )
-        self.kubeconfig.write_text(_kubeconfig(self.server, ADMIN_TOKEN_USER, self.admin_token))
+        self.kubeconfig.write_text(_kubeconfig(self.server, ADMIN_TOKEN_USER, self.admin_token, self.ca_pem))
 
     def start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.etcd_port}"
@@ -229,7 +281,8 @@ class ControlPlane:
                 "--advertise-address=127.0.0.1",
                 "--endpoint-reconciler-type=none",  # loopback cannot back the kubernetes Service
                 f"--secure-port={self.port}",
-                f"--cert-dir={certs}",
+                f"--tls-cert-file={certs / 'serving.crt'}",
+                f"--tls-private-key-file={certs / 'serving.key'}",
                 f"--token-auth-file={self.workdir / 'tokens.csv'}",
                 "--authorization-mode=RBAC",
                 f"--service-account-key-file={certs / 'sa.pub'}",
@@ -249,9 +302,7 @@ class ControlPlane:
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
+        ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
         last = ""
         while time.monotonic() < deadline:
             for name, proc in self.processes.items():
@@ -339,7 +390,9 @@ class ControlPlane:
         self.kubectl("apply", "-f", "-", input=json.dumps(manifest))
         token = self.kubectl("create", "token", name, "-n", namespace, "--duration=24h").strip()
         path = self.workdir / f"sa-{namespace}-{name}.kubeconfig"
-        path.write_text(_kubeconfig(self.server, f"system:serviceaccount:{namespace}:{name}", token))
+        path.write_text(
+            _kubeconfig(self.server, f"system:serviceaccount:{namespace}:{name}", token, self.ca_pem)
+        )
         return path
 
     def env(self) -> dict[str, str]:
