@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+# client-go's event broadcaster queues at most 1000 events and drops the newest when full
+# (watch.DropIfChannelFull): events are best-effort and must never hold binding back.
+MAX_QUEUED_EVENTS = 1000
+EVENT_WORKERS = 4
 EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
@@ -210,6 +215,8 @@ class Scheduler:
         profiles: ProfileSet,
         *,
         parallel_binds: int = 16,
+        event_workers: int = EVENT_WORKERS,
+        max_queued_events: int = MAX_QUEUED_EVENTS,
         rng: random.Random | None = None,
         metrics: MetricsRecorder | None = None,
         objects: Mapping[str, Mapping[str, Any]] | None = None,
@@ -233,6 +240,14 @@ class Scheduler:
         self.next_start_node_index = 0
         self._bind_sem = asyncio.Semaphore(parallel_binds)
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Scheduled events, posted by a few background workers (the reference's asynchronous
+        # broadcaster): a bind never waits for its event, and events never take more than
+        # ``event_workers`` of the apiserver's in-flight slots from binds.
+        self._scheduled_events: deque[tuple[PodSpec, str]] = deque()
+        self._max_queued_events = max_queued_events
+        self._event_workers_max = max(1, event_workers)
+        self._event_workers = 0
+        self.events_dropped = 0
         self._stop = asyncio.Event()
         profiles.attach(
             queue=queue, snapshot=self.snapshot, objects=self.objects, client=client, nominator=self.nominator
@@ -251,6 +266,12 @@ class Scheduler:
         flushers = asyncio.ensure_future(run_flushers()) if run_flushers is not None else None
         try:
             while not self._stop.is_set():
+                # A pod already queued needs no task and no wait: per-pod overhead while draining.
+                qpi = self.queue.pop_nowait()
+                if qpi is not None:
+                    await self.schedule_one(qpi)
+                    await asyncio.sleep(0)  # let binding tasks and watch handlers run
+                    continue
                 pop = asyncio.ensure_future(self.queue.pop())
                 done, _ = await asyncio.wait({pop, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                 if pop not in done:
@@ -457,8 +478,7 @@ class Scheduler:
         """Weighted total score per feasible row (all ones when the profile has no Score plugins)."""
         if not fw.has_score_plugins():
             return np.ones(len(rows), dtype=np.int64)
-        infos = self.snapshot.node_infos
-        nodes = [infos[r] for r in rows.tolist()]
+        nodes = self.snapshot.infos_at(rows)
         status = fw.run_pre_score_plugins(state, pod, nodes)
         if not is_success(status):
             assert status is not None
@@ -637,12 +657,39 @@ class Scheduler:
                 return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
         self.metrics.schedule_attempt("scheduled", fw.profile_name, self.clock() - start)
         self.metrics.pod_scheduled(fw.profile_name, self.clock() - start, getattr(qpi, "attempts", 1))
-        try:
-            await self.client.record_scheduled(assumed, host)
-        except Exception:
-            log.exception("recording Scheduled for %s failed", assumed.key)
+        self._queue_scheduled_event(assumed, host)
         await fw.run_post_bind_plugins(state, assumed, host)
         return None
+
+    def _queue_scheduled_event(self, pod: PodSpec, host: str) -> None:
+        """Hand the ``Scheduled`` event to the background workers; drop it when the queue is full.
+
+        Dropping is what the reference does (its broadcaster's channel drops on overflow): an event
+        is informational, the bind already happened, and queueing without bound would let a slow
+        apiserver grow our memory and steal its in-flight slots from binds.
+        """
+        if len(self._scheduled_events) >= self._max_queued_events:
+            self.events_dropped += 1
+            if self.events_dropped == 1 or self.events_dropped % 1000 == 0:
+                log.warning("event queue full: %d Scheduled events dropped so far", self.events_dropped)
+            return
+        self._scheduled_events.append((pod, host))
+        if self._event_workers < self._event_workers_max:
+            self._event_workers += 1
+            self._spawn(self._post_scheduled_events(), "posting Scheduled events")
+
+    async def _post_scheduled_events(self) -> None:
+        """One worker: post queued events until none is left (then end, so nothing lingers)."""
+        try:
+            events = self._scheduled_events
+            while events:
+                pod, host = events.popleft()
+                try:
+                    await self.client.record_scheduled(pod, host)
+                except Exception:
+                    log.exception("recording Scheduled for %s failed", pod.key)
+        finally:
+            self._event_workers -= 1
 
     def _binding_failure(
         self,

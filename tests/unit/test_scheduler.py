@@ -127,6 +127,40 @@ async def test_schedules_binds_and_records() -> None:
     )
 
 
+async def test_scheduled_events_do_not_hold_binds_and_drop_on_overflow() -> None:
+    """Scheduled events are posted in the background: a stuck event sink delays no bind, the queue
+    is bounded (the newest events are dropped and counted), and wait_for_bindings drains it."""
+    import asyncio
+
+    sched, _cache, queue, client = setup(nodes=3, cpu="10")
+    sched._max_queued_events = 2
+    sched._event_workers_max = 1
+    gate = asyncio.Event()
+    posted: list[str] = []
+    record = client.record_scheduled
+
+    async def slow_record(pod: PodSpec, node_name: str) -> None:
+        await gate.wait()
+        posted.append(pod.key)
+        await record(pod, node_name)
+
+    client.record_scheduled = slow_record  # type: ignore[method-assign]
+    pods = [make_pod(f"p{i}", cpu="1") for i in range(6)]
+    for p in pods:
+        queue.add(p)
+    while await sched.schedule_one():
+        await asyncio.sleep(0)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert sorted(client.bindings) == sorted(p.key for p in pods)  # every bind done, no event yet
+    assert posted == []
+    # One event is with the (blocked) worker, two wait in the queue, the other three were dropped.
+    assert sched.events_dropped == 3
+    gate.set()
+    await sched.wait_for_bindings()
+    assert len(posted) == 3 and len([e for e in client.events if e.reason == "Scheduled"]) == 3
+
+
 async def test_unschedulable_gets_exact_message_and_goes_to_pool() -> None:
     sched, _cache, queue, client = setup(cpu="1")
     pod = make_pod("big", cpu="3")

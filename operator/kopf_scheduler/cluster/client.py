@@ -42,6 +42,7 @@ SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
+KEEPALIVE_SECONDS = 60.0
 EVENT_SERIES_WINDOW = 6 * 60.0  # client-go's events: isomorphic events within 6 min become a series
 
 
@@ -101,7 +102,14 @@ class ApiClient:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             info = self.credentials.info
-            connector = aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context(), ttl_dns_cache=300)
+            # HTTP/1.1: one connection per request in flight (client-go multiplexes one HTTP/2
+            # connection instead), so keep them open between bursts rather than pay a TLS handshake
+            # on both sides each time aiohttp's 15 s default expires. 60 s stays under
+            # kube-apiserver's 90 s IdleTimeout, so we never reuse a socket the server is closing.
+            # No pool limit: the semaphore bounds requests, and watches must never wait for one.
+            connector = aiohttp.TCPConnector(
+                limit=0, ssl=info.as_ssl_context(), ttl_dns_cache=300, keepalive_timeout=KEEPALIVE_SECONDS
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": self._user_agent, "Accept": "application/json"},

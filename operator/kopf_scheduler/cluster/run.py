@@ -48,8 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, default=port, help="port of /metrics, /healthz and /readyz (0: off)"
     )
     parser.add_argument("--metrics-host", default="0.0.0.0")
-    parser.add_argument("--max-in-flight", type=int, default=64, help="bound on concurrent API requests")
-    parser.add_argument("--parallel-binds", type=int, default=64, help="bound on concurrent binding cycles")
+    # Also from the environment, like the metrics port: lets a deployment (or a benchmark sweep) tune
+    # them without changing the command line.
+    in_flight = int(os.environ.get("KOPF_SCHEDULER_MAX_IN_FLIGHT", 64))
+    binds = int(os.environ.get("KOPF_SCHEDULER_PARALLEL_BINDS", 16))  # see operator.Options
+    parser.add_argument("--max-in-flight", type=int, default=in_flight, help="concurrent API requests")
+    parser.add_argument("--parallel-binds", type=int, default=binds, help="concurrent binding cycles")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.add_argument("--debug", action="store_true")
 
