@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kopf_scheduler.api.objects import parse_label_selector
 from kopf_scheduler.api.types import LabelSelector, ObjectError
-from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResult, Status
 
 if TYPE_CHECKING:
@@ -287,13 +287,19 @@ class Evaluator:
         node_statuses: Mapping[str, Status],
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """Dry-run on the nodes the filters found Unschedulable (not Unresolvable)."""
-        absent_code = _absent_status(node_statuses).code
-        potential = [
-            info
-            for info in all_nodes
-            if (node_statuses[info.name].code if info.name in node_statuses else absent_code)
-            == Code.UNSCHEDULABLE
-        ]
+        absent = _absent_status(node_statuses)
+        # Mapping.__contains__ + __getitem__ on a NodeToStatus re-check its deferred fills and
+        # raise/catch KeyError per absent node; one plain dict lookup per node answers the same.
+        status_for: Callable[[str], Status]
+        if isinstance(node_statuses, NodeToStatus):
+            status_for = node_statuses.status_for
+        else:
+
+            def status_for(name: str) -> Status:
+                return node_statuses.get(name, absent)
+
+        unschedulable = Code.UNSCHEDULABLE
+        potential = [info for info in all_nodes if status_for(info.name).code == unschedulable]
         if not potential:
             return [], {}, []
         pdbs = parse_pdbs(self.handle.objects.get("PodDisruptionBudget"))

@@ -68,6 +68,14 @@ def _as_error(status: Status, prefix: str) -> Status:
     return err
 
 
+def _filter_failure(p: Any, status: Status) -> Status:
+    """A Filter plugin's non-success status as the framework reports it."""
+    if not status.is_rejected():
+        status = _as_error(status, f"running {go_quote(p.name)} filter plugin")
+    status.plugin = p.name
+    return status
+
+
 _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
@@ -194,6 +202,7 @@ class Framework:
         self.parallelism = parallelism
         self.clock = clock
         self.waiting_pods: dict[str, WaitingPod] = {}
+        self._pre_filter_ext_cache: dict[str, tuple[tuple[Any, ...], list[tuple[str, Any]]]] = {}
 
         resolved: ResolvedPlugins = profile.resolved or resolve_plugins(profile, registry)
         self.resolved = resolved
@@ -337,28 +346,42 @@ class Framework:
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
     ) -> Status | None:
-        for p in self.pre_filter_plugins:
-            fn = getattr(p, "add_pod", None)
-            if fn is None or p.name in state.skip_filter_plugins:
+        skip = state.skip_filter_plugins
+        for name, fn in self._pre_filter_extensions("add_pod"):
+            if name in skip:
                 continue
             status = fn(state, pod, pod_to_add, node_info)
             if not is_success(status):
                 assert status is not None
-                return _as_error(status, f"running AddPod on PreFilter plugin {go_quote(p.name)}")
+                return _as_error(status, f"running AddPod on PreFilter plugin {go_quote(name)}")
         return None
 
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
     ) -> Status | None:
-        for p in self.pre_filter_plugins:
-            fn = getattr(p, "remove_pod", None)
-            if fn is None or p.name in state.skip_filter_plugins:
+        skip = state.skip_filter_plugins
+        for name, fn in self._pre_filter_extensions("remove_pod"):
+            if name in skip:
                 continue
             status = fn(state, pod, pod_to_remove, node_info)
             if not is_success(status):
                 assert status is not None
-                return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(p.name)}")
+                return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(name)}")
         return None
+
+    def _pre_filter_extensions(self, attr: str) -> list[tuple[str, Callable[..., Status | None]]]:
+        """(name, bound method) of the PreFilter plugins having ``attr`` (AddPod/RemovePod).
+
+        Preemption's dry run calls the extensions once per victim per node; looking the methods
+        up once per plugin list (rebuilt if the list is replaced or edited) saves a getattr each.
+        """
+        plugins = tuple(self.pre_filter_plugins)
+        cached = self._pre_filter_ext_cache.get(attr)
+        if cached is not None and cached[0] == plugins:
+            return cached[1]
+        found = [(p.name, fn) for p in plugins if (fn := getattr(p, attr, None)) is not None]
+        self._pre_filter_ext_cache[attr] = (plugins, found)
+        return found
 
     # -- Filter --
 
@@ -367,20 +390,19 @@ class Framework:
         if is_success(status):
             return None
         assert status is not None
-        if not status.is_rejected():
-            status = _as_error(status, f"running {go_quote(p.name)} filter plugin")
-        status.plugin = p.name
-        return status
+        return _filter_failure(p, status)
 
     def run_filter_plugins(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         """First failing Filter plugin's status for one node, or None."""
+        # Hot in preemption's dry run (once per victim per node): the success check is inlined.
         skip = state.skip_filter_plugins
+        success = Code.SUCCESS
         for p in self.filter_plugins:
             if p.name in skip:
                 continue
-            status = self._filter_status(p, state, pod, node_info)
-            if status is not None:
-                return status
+            status = p.filter(state, pod, node_info)
+            if status is not None and status.code != success:
+                return _filter_failure(p, status)
         return None
 
     def _add_ge_nominated_pods(
@@ -408,6 +430,9 @@ class Framework:
         self, state: CycleState, pod: PodSpec, node_info: NodeInfo
     ) -> Status | None:
         """Filters with higher/equal priority nominated pods added, then (if that passed) without."""
+        nominator = self.nominator
+        if nominator is None or not len(nominator):
+            return self.run_filter_plugins(state, pod, node_info)  # nobody nominated anywhere
         try:
             added, state_1, info_1 = self._add_ge_nominated_pods(pod, state, node_info)
         except FrameworkError as exc:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
 
-__all__ = ["DefaultPreemption", "DefaultPreemptionArgs", "filter_pods_with_pdb_violation"]
+__all__ = ["DefaultPreemption", "DefaultPreemptionArgs", "PdbIndex", "filter_pods_with_pdb_violation"]
 
 NAME = "DefaultPreemption"
 PREEMPT_NEVER = "Never"
@@ -90,34 +90,54 @@ class DefaultPreemptionArgs(BaseModel):
         return self
 
 
+class PdbIndex:
+    """PDBs indexed by one required label, so each pod is matched only against plausible PDBs.
+
+    Built once per dry run (the PDB list does not change while nodes are tried) instead of once
+    per node; the budgets are independent, so the order PDBs are checked in does not matter.
+    """
+
+    __slots__ = ("by_label", "pdbs", "unindexed")
+
+    def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
+        self.pdbs = pdbs
+        self.by_label: dict[tuple[str, str], list[int]] = {}
+        self.unindexed: list[int] = []
+        for i, pdb in enumerate(pdbs):
+            selector = pdb.selector
+            if selector is None or selector.is_empty():
+                continue  # a nil or empty selector matches nothing
+            if selector.match_labels:
+                self.by_label.setdefault(selector.match_labels[0], []).append(i)
+            else:
+                self.unindexed.append(i)
+
+
 def filter_pods_with_pdb_violation(
-    pods: Sequence[PodSpec], pdbs: Sequence[PodDisruptionBudget]
+    pods: Sequence[PodSpec], pdbs: Sequence[PodDisruptionBudget], index: PdbIndex | None = None
 ) -> tuple[list[PodSpec], list[PodSpec]]:
     """Split pods (order kept) into those whose eviction would exceed a PDB's budget and the rest.
 
     Budgets are spent in the given order, so with one disruption allowed the second matching pod
     is the violating one. A pod already in a PDB's disruptedPods was counted by the apiserver.
+    ``index`` (built from the same ``pdbs``) saves re-indexing when called once per node.
     """
-    allowed = [pdb.disruptions_allowed for pdb in pdbs]
-    # Index PDBs by one required label so each pod is matched only against plausible PDBs; the
-    # budgets are independent, so the order PDBs are checked in does not change the outcome.
-    by_label: dict[tuple[str, str], list[int]] = {}
-    unindexed: list[int] = []
-    for i, pdb in enumerate(pdbs):
-        selector = pdb.selector
-        if selector is None or selector.is_empty():
-            continue  # a nil or empty selector matches nothing
-        if selector.match_labels:
-            by_label.setdefault(selector.match_labels[0], []).append(i)
-        else:
-            unindexed.append(i)
+    if index is None or index.pdbs is not pdbs:
+        index = PdbIndex(pdbs)
+    by_label, unindexed = index.by_label, index.unindexed
+    # Only PDBs a pod matches spend budget: track the ones touched instead of copying them all.
+    spent: dict[int, int] = {}
     violating: list[PodSpec] = []
     non_violating: list[PodSpec] = []
     for pod in pods:
         violated = False
-        if pod.labels:  # a pod without labels matches no PDB
+        if pod.labels and (by_label or unindexed):  # a pod without labels matches no PDB
             candidates = [i for item in pod.labels.items() for i in by_label.get(item, ())]
-            for i in sorted(candidates + unindexed):
+            if unindexed:
+                candidates += unindexed
+            if len(candidates) > 1:
+                candidates.sort()
+            for i in candidates:
                 pdb = pdbs[i]
                 if pdb.namespace != pod.namespace:
                     continue
@@ -125,8 +145,9 @@ def filter_pods_with_pdb_violation(
                     continue
                 if pod.name in pdb.disrupted_pods:
                     continue
-                allowed[i] -= 1
-                if allowed[i] < 0:
+                left = spent.get(i, pdb.disruptions_allowed) - 1
+                spent[i] = left
+                if left < 0:
                     violated = True
         (violating if violated else non_violating).append(pod)
     return violating, non_violating
@@ -165,6 +186,8 @@ class DefaultPreemption(Plugin):
         self.more_important_pod: MoreImportantPodFunc | None = None
         self.rng = random.Random()
         self._preempting: set[str] = set()
+        # The index of the PDB list the evaluator passes to every node of one dry run.
+        self._pdb_index: PdbIndex | None = None
         self.evaluator = Evaluator(NAME, cast(PreemptionHandle, handle), self)
 
     # -- extension points --
@@ -262,7 +285,10 @@ class DefaultPreemption(Plugin):
                 # Not supported, as in the reference: pod affinity to a victim.
                 return [], 0, status
             potential = self._sort_by_importance(potential)
-            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+            index = self._pdb_index
+            if index is None or index.pdbs is not pdbs:
+                index = self._pdb_index = PdbIndex(pdbs)
+            violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs, index)
             victims: list[PodSpec] = []
 
             def reprieve(victim: PodSpec) -> bool:

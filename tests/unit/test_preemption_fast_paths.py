@@ -1,0 +1,212 @@
+"""Preemption's fast paths agree with the straightforward (slow) computations they replace."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
+from kopf_scheduler.bench.preemption import build
+from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.config.profile import load_profile
+from kopf_scheduler.framework.diagnosis import NodeToStatus
+from kopf_scheduler.framework.interface import Code, CycleState, Status
+from kopf_scheduler.framework.preemption import PodDisruptionBudget, parse_pdbs
+from kopf_scheduler.framework.runtime import Framework
+from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins.default_preemption import PdbIndex, filter_pods_with_pdb_violation
+from kopf_scheduler.queue.nominator import Nominator
+from kopf_scheduler.testing.builders import node_dict, pod_dict
+
+
+def slow_pdb_violation(
+    pods: Sequence[PodSpec], pdbs: Sequence[PodDisruptionBudget]
+) -> tuple[list[str], list[str]]:
+    """The definition: every PDB checked against every pod, budgets spent in pod order."""
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[str] = []
+    rest: list[str] = []
+    for pod in pods:
+        violated = False
+        for i, pdb in enumerate(pdbs):
+            if pdb.selector is None or pdb.selector.is_empty() or pdb.namespace != pod.namespace:
+                continue
+            if not pod.labels or not pdb.selector.matches(pod.labels):
+                continue
+            if pod.name in pdb.disrupted_pods:
+                continue
+            allowed[i] -= 1
+            violated = violated or allowed[i] < 0
+        (violating if violated else rest).append(pod.name)
+    return violating, rest
+
+
+def random_pdbs(rnd: random.Random) -> list[PodDisruptionBudget]:
+    raw: dict[str, Any] = {}
+    for k in range(rnd.randrange(0, 12)):
+        kind = rnd.randrange(4)
+        selector: dict[str, Any]
+        if kind == 0:
+            selector = {"matchLabels": {"app": f"a{rnd.randrange(4)}"}}
+        elif kind == 1:
+            selector = {"matchLabels": {"app": f"a{rnd.randrange(4)}", "tier": f"t{rnd.randrange(2)}"}}
+        elif kind == 2:
+            values = [f"a{rnd.randrange(4)}", f"a{rnd.randrange(4)}"]
+            selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": values}]}
+        else:
+            selector = {}
+        raw[f"ns/pdb-{k}"] = {
+            "metadata": {"name": f"pdb-{k}", "namespace": rnd.choice(["default", "other"])},
+            "spec": {"selector": selector},
+            "status": {
+                "disruptionsAllowed": rnd.randrange(3),
+                "disruptedPods": {f"p{rnd.randrange(10)}": "2025-01-01T00:00:00Z"},
+            },
+        }
+    return parse_pdbs(raw)
+
+
+def random_pods(rnd: random.Random) -> list[PodSpec]:
+    pods = []
+    for i in range(rnd.randrange(0, 10)):
+        labels = {}
+        if rnd.random() < 0.8:
+            labels["app"] = f"a{rnd.randrange(4)}"
+        if rnd.random() < 0.5:
+            labels["tier"] = f"t{rnd.randrange(2)}"
+        raw = pod_dict(f"p{i}", labels=labels)
+        raw["metadata"]["namespace"] = rnd.choice(["default", "default", "other"])
+        pods.append(parse_pod(raw))
+    return pods
+
+
+def test_indexed_pdb_split_agrees_with_the_definition() -> None:
+    rnd = random.Random(7)
+    for _ in range(300):
+        pdbs = random_pdbs(rnd)
+        index = PdbIndex(pdbs)
+        for _ in range(3):  # one index serves many nodes, as in a dry run
+            pods = random_pods(rnd)
+            want = slow_pdb_violation(pods, pdbs)
+            for got in (
+                filter_pods_with_pdb_violation(pods, pdbs),
+                filter_pods_with_pdb_violation(pods, pdbs, index),
+            ):
+                assert ([p.name for p in got[0]], [p.name for p in got[1]]) == want
+
+
+def test_a_stale_pdb_index_is_not_used() -> None:
+    rnd = random.Random(3)
+    stale = PdbIndex(random_pdbs(rnd))
+    for _ in range(50):
+        pdbs, pods = random_pdbs(rnd), random_pods(rnd)
+        got = filter_pods_with_pdb_violation(pods, pdbs, stale)
+        assert ([p.name for p in got[0]], [p.name for p in got[1]]) == slow_pdb_violation(pods, pdbs)
+
+
+class PlainStatuses(dict[str, Status]):
+    """A plain mapping with NodeToStatus's absent_nodes_status, without its fast lookup."""
+
+    absent_nodes_status = Status(Code.UNSCHEDULABLE)
+
+
+def test_potential_nodes_from_node_to_status_and_a_plain_mapping_agree() -> None:
+    _, plugin, preemptor, _ = build(60, 8, 1, None)  # full nodes: every try finds victims
+    nodes = plugin.evaluator.handle.snapshot.list()
+    rnd = random.Random(5)
+    codes = [Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, None]
+    for absent in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+        fast = NodeToStatus()
+        fast.set_absent_nodes_status(Status(absent))
+        slow = PlainStatuses()
+        slow.absent_nodes_status = Status(absent)
+        for info in nodes:
+            code = rnd.choice(codes)
+            if code is not None:
+                fast.set(info.name, Status(code, "x"))
+                slow[info.name] = Status(code, "x")
+        results = []
+        for statuses in (fast, slow):
+            state = CycleState()
+            plugin.handle.run_pre_filter_plugins(state, preemptor)  # type: ignore[union-attr]
+            plugin.rng = random.Random(11)
+            got, failed, errors = plugin.evaluator.find_candidates(state, preemptor, nodes, statuses)
+            results.append(([(c.name, [v.name for v in c.victims]) for c in got], failed, errors))
+        assert results[0] == results[1]
+        assert results[0][0]
+
+
+def _framework(nominator: Nominator | None) -> Framework:
+    infos = []
+    for i in range(3):
+        info = NodeInfo()
+        info.set_node(parse_node(node_dict(f"n{i}", cpu="2", memory="4Gi", pods="10")))
+        info.add_pod(parse_pod(pod_dict(f"low-{i}", cpu="1", memory="1Gi", node_name=f"n{i}", priority=1)))
+        infos.append(info)
+    profile = load_profile({"schedulerName": "t"})
+    return Framework(profile, snapshot=Snapshot(infos), nominator=nominator)
+
+
+def test_no_nominated_pods_skips_the_second_pass_with_the_same_result() -> None:
+    pod = parse_pod(pod_dict("p", cpu="1500m", memory="1Gi", priority=10))
+    small = parse_pod(pod_dict("s", cpu="500m", memory="1Gi", priority=10))
+    for nominator in (None, Nominator()):
+        fw = _framework(nominator)
+        for p in (pod, small):
+            state = CycleState()
+            fw.run_pre_filter_plugins(state, p)
+            for info in fw.snapshot.list():
+                want = fw.run_filter_plugins(state, p, info)
+                got = fw.run_filter_plugins_with_nominated_pods(state, p, info)
+                assert (got is None) == (want is None)
+                if got is not None and want is not None:
+                    assert (got.code, got.reasons, got.plugin) == (want.code, want.reasons, want.plugin)
+    # A nominated pod of higher priority still counts once the nominator is not empty.
+    nominator = Nominator()
+    fw = _framework(nominator)
+    nominator.add_nominated_pod(parse_pod(pod_dict("hi", cpu="1", memory="1Gi", priority=100)), "n0")
+    state = CycleState()
+    fw.run_pre_filter_plugins(state, small)
+    n0, n1 = fw.snapshot.list()[:2]
+    got = fw.run_filter_plugins_with_nominated_pods(state, small, n0)
+    assert got is not None and got.reasons == ["Insufficient cpu"]
+    assert fw.run_filter_plugins_with_nominated_pods(state, small, n1) is None
+
+
+class Ext:
+    """A PreFilter plugin with AddPod/RemovePod that records calls or fails."""
+
+    def __init__(self, name: str, fail: bool = False) -> None:
+        self.name = name
+        self.fail = fail
+        self.calls: list[str] = []
+
+    def add_pod(self, state: CycleState, pod: PodSpec, other: PodSpec, info: NodeInfo) -> Status | None:
+        self.calls.append("add")
+        return Status(Code.ERROR, "boom") if self.fail else None
+
+    def remove_pod(self, state: CycleState, pod: PodSpec, other: PodSpec, info: NodeInfo) -> Status | None:
+        self.calls.append("remove")
+        return Status(Code.ERROR, "boom") if self.fail else None
+
+
+def test_pre_filter_extensions_follow_changes_of_the_plugin_list() -> None:
+    fw = _framework(None)
+    pod = parse_pod(pod_dict("p", priority=10))
+    info = fw.snapshot.list()[0]
+    state = CycleState()
+    a = Ext("A")
+    fw.pre_filter_plugins = [a]
+    assert fw.run_pre_filter_extension_add_pod(state, pod, pod, info) is None
+    b = Ext("B", fail=True)
+    fw.pre_filter_plugins.append(b)  # edited in place: the cached lookup must notice
+    status = fw.run_pre_filter_extension_remove_pod(state, pod, pod, info)
+    assert status is not None and status.message == 'running RemovePod on PreFilter plugin "B": boom'
+    state.skip_filter_plugins = {"B"}
+    assert fw.run_pre_filter_extension_add_pod(state, pod, pod, info) is None
+    fw.pre_filter_plugins = [b]  # replaced
+    state.skip_filter_plugins = set()
+    status = fw.run_pre_filter_extension_add_pod(state, pod, pod, info)
+    assert status is not None and status.message == 'running AddPod on PreFilter plugin "B": boom'
+    assert a.calls == ["add", "remove", "add"]
