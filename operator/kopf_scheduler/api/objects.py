@@ -55,7 +55,8 @@ def pod_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-@dataclass(slots=True, eq=False)
+# weakref_slot: per-pod plugin caches hold their pods weakly, so an entry dies with its pod.
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class PodSpec:
     """What the scheduler needs of a pod, parsed once (the reference's ``PodInfo`` + the pod)."""
 

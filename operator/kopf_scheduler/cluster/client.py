@@ -16,7 +16,7 @@ import logging
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -272,12 +272,21 @@ class KubeClusterClient:
     on): they never fail a scheduling or binding cycle. ``bind``/``evict``/``bind_volumes`` raise.
     """
 
-    def __init__(self, api: ApiClient, *, instance: str | None = None, series_cache: int = 10_000) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        instance: str | None = None,
+        series_cache: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.api = api
         self.reporting_instance = instance or f"{REPORTING_CONTROLLER}-{socket.gethostname()}"
         # Isomorphic events (same pod, reason, note) within the window become a series on one object.
+        # Least recently observed first, so expired series are found at the front.
         self._series: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = OrderedDict()
         self._series_cache = series_cache
+        self._clock = clock
 
     # --- binding ------------------------------------------------------------------------------
 
@@ -359,7 +368,8 @@ class KubeClusterClient:
         related: PodSpec | None = None,
     ) -> None:
         key = (pod.uid, reason, action, note)
-        now = time.monotonic()
+        now = self._clock()
+        self._expire_series(now)
         try:
             prior = self._series.get(key)
             if prior is not None and now - prior[3] < EVENT_SERIES_WINDOW:
@@ -401,6 +411,17 @@ class KubeClusterClient:
                 self._series.popitem(last=False)
         except ApiError as exc:
             logger.warning("Failed to record the %s event of %s: %s", reason, pod.key, exc)
+
+    def _expire_series(self, now: float) -> None:
+        """Forget series last observed a window ago, as client-go's ``finishSeries`` does: they can
+        never be extended, and keeping them (one per pod ever scheduled, ``Scheduled`` events
+        never repeat) grew the map with the pods ever seen up to ``series_cache``."""
+        series = self._series
+        while series:
+            key, (_, _, _, last) = next(iter(series.items()))
+            if now - last < EVENT_SERIES_WINDOW:
+                return
+            del series[key]
 
     # --- preemption ---------------------------------------------------------------------------
 

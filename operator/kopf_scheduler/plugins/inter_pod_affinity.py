@@ -14,6 +14,7 @@ Filter/Score are lookups (``filter_vector`` / ``score_vector`` do them for all n
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -163,23 +164,43 @@ def _build_terms(pod: PodSpec) -> PodTerms:
 
 
 class _TermCache:
-    """Processed terms per PodSpec object (identity-checked so a recycled id() is never trusted)."""
+    """Processed terms per PodSpec object (identity-checked so a recycled id() is never trusted).
 
-    __slots__ = ("_data", "_limit")
+    Pods are held weakly and an entry is dropped when its pod is freed: holding them strongly kept
+    every pod ever scheduled (raw object and all) alive under churn, the memory growing with the
+    pods ever seen rather than the pods alive. Pods without pod (anti-)affinity are not cached:
+    their answer is as cheap as a lookup.
+    """
 
-    def __init__(self, limit: int = 1 << 17) -> None:
-        self._data: dict[int, tuple[PodSpec, PodTerms]] = {}
-        self._limit = limit
+    __slots__ = ("__weakref__", "_data")
+
+    def __init__(self) -> None:
+        self._data: dict[int, tuple[weakref.ref[PodSpec], PodTerms]] = {}
 
     def get(self, pod: PodSpec) -> PodTerms:
-        hit = self._data.get(id(pod))
-        if hit is not None and hit[0] is pod:
+        aff = pod.affinity
+        if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
+            return _NO_TERMS
+        key = id(pod)
+        hit = self._data.get(key)
+        if hit is not None and hit[0]() is pod:
             return hit[1]
         terms = _build_terms(pod)
-        if len(self._data) >= self._limit:
-            self._data.clear()
-        self._data[id(pod)] = (pod, terms)
+        # The callback holds the cache weakly too: no cycle through the pod's weakref.
+        this = weakref.ref(self)
+
+        def drop(ref: weakref.ref[PodSpec]) -> None:
+            cache = this()
+            if cache is not None:
+                entry = cache._data.get(key)
+                if entry is not None and entry[0] is ref:
+                    del cache._data[key]
+
+        self._data[key] = (weakref.ref(pod, drop), terms)
         return terms
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
@@ -328,6 +349,8 @@ class InterPodAffinity(Plugin):
     def _existing_anti_affinity_counts(
         self, pod: PodSpec, ns_labels: dict[str, str], nodes: Sequence[NodeInfo]
     ) -> dict[Pair, int]:
+        if not nodes:  # before interning: the signature holds the pod's labels, unique per pod at times
+            return {}
         signature = (
             "existing-anti",
             pod.namespace,
@@ -350,8 +373,6 @@ class InterPodAffinity(Plugin):
                             out.append((t.topology_key, value))
             return out
 
-        if not nodes:
-            return {}
         snapshot = self._tally_snapshot()
         if snapshot is not None:  # rows without such pods contribute nothing, as in the walk below
             tally = self._tallies.get(

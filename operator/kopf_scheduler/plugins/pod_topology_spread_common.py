@@ -169,16 +169,20 @@ def lookup_array(values: Mapping[str, int], table: Mapping[str, int], default: i
 
 
 class NodeMemo:
-    """Per-node results keyed by (node name, generation, signature id); generation 0 is never cached.
+    """Per-node results for (node name, signature id), valid for one node generation; generation 0
+    is never cached.
 
     A signature (whatever the per-node result depends on besides the node itself) is interned once
-    per cycle with :meth:`scope`, so the per-node lookups hash small tuples only.
+    per cycle with :meth:`scope`, so the per-node lookups hash small tuples only. Only the latest
+    generation's result is kept per node and signature: generations only grow, so an older one is
+    never asked for again, and keying by generation kept one dead entry per pod add or delete on
+    the node, the memo growing with the pods ever seen until ``limit``.
     """
 
     __slots__ = ("_data", "_limit", "_sigs")
 
     def __init__(self, limit: int = 1 << 18) -> None:
-        self._data: dict[tuple[str, int, int], Any] = {}
+        self._data: dict[tuple[str, int], tuple[int, Any]] = {}
         self._sigs: dict[Hashable, int] = {}
         self._limit = limit
 
@@ -195,16 +199,18 @@ class NodeMemo:
         gen = info.generation
         if gen <= 0:
             return compute(info)
-        key = (info.name, gen, sid)
-        try:
-            return self._data[key]
-        except KeyError:
-            pass
+        key = (info.name, sid)
+        hit = self._data.get(key)
+        if hit is not None and hit[0] == gen:
+            return cast(T, hit[1])
         value = compute(info)
-        if len(self._data) >= self._limit:
+        if hit is None and len(self._data) >= self._limit:
             self._data.clear()
-        self._data[key] = value
+        self._data[key] = (gen, value)
         return value
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 # --- per-row tallies ---------------------------------------------------------------------------------
