@@ -6,7 +6,7 @@ that the operator can report it on the object (a FailedScheduling event) and go 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -412,55 +412,198 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
 # --- objects ----------------------------------------------------------------------------------
 
 
-def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
-    """Parse a Pod; raises ObjectError naming the first malformed field."""
-    meta = as_mapping(obj.get("metadata"), "metadata")
-    spec = as_mapping(obj.get("spec"), "spec")
-    status = as_mapping(obj.get("status"), "status")
-    requests, nz_cpu, nz_mem = pod_requests(spec)
+# --- memoised sub-structures -------------------------------------------------------------------
+#
+# Most pods of a cluster come from a handful of templates (Deployments, Jobs, DaemonSets), so the
+# same containers, tolerations and affinity recur tens of thousands of times in a listing. Their
+# parsed forms are memoised by an exact, hashable image of the raw sub-structure (``_freeze``), so a
+# listing parses each template once. Only successes are memoised; any surprise (an unkeyable type, a
+# parse error) re-parses the whole pod the plain way, so errors and their order are unchanged.
+
+
+class _NoKey(Exception):
+    """A raw value of a type the memo does not key (the plain parser decides what it means)."""
+
+
+def _freeze(value: Any) -> Any:
+    """An exact hashable image of JSON-shaped data: types are tagged, since ``1 == 1.0 == True``."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is dict:
+        items = []
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NoKey
+            items.append((key, _freeze(item)))
+        return (dict, tuple(items))
+    if kind is list:
+        return (list, tuple([_freeze(item) for item in value]))
+    if kind is int or kind is float or kind is bool:
+        return (kind, value)
+    raise _NoKey  # tuples, Mapping views, ...: rare, and the plain path handles them
+
+
+_MEMO_LIMIT = 4096  # entries per table; a cluster of unique templates just clears and refills
+
+
+class _Memo:
+    __slots__ = ("parse", "table")
+
+    def __init__(self, parse: Callable[[Any], Any]) -> None:
+        self.parse = parse
+        self.table: dict[Any, Any] = {}
+
+    def __call__(self, raw: Any) -> Any:
+        if raw is None:
+            return self.parse(None)
+        key = _freeze(raw)
+        try:
+            return self.table[key]
+        except KeyError:
+            pass
+        parsed = self.parse(raw)
+        if len(self.table) >= _MEMO_LIMIT:
+            self.table.clear()
+        self.table[key] = parsed
+        return parsed
+
+
+def _parse_tolerations(raw: Any) -> tuple[Toleration, ...]:
+    return tuple(
+        parse_toleration(t, f"spec.tolerations[{i}]") for i, t in enumerate(as_list(raw, "spec.tolerations"))
+    )
+
+
+def _parse_spread(raw: Any) -> tuple[TopologySpreadConstraint, ...]:
+    path = "spec.topologySpreadConstraints"
+    return tuple(parse_topology_spread(t, f"{path}[{i}]") for i, t in enumerate(as_list(raw, path)))
+
+
+def _images(spec: Mapping[str, Any]) -> tuple[str, ...]:
     images = []
     for group in ("initContainers", "containers"):
         for c in as_list(spec.get(group), f"spec.{group}"):
             if isinstance(c, Mapping) and c.get("image"):
                 images.append(str(c["image"]))
-    priority = spec.get("priority")
+    return tuple(images)
+
+
+# Frozen dataclasses and tuples of them: safe to share between pods.
+_AFFINITY = _Memo(parse_affinity)
+_TOLERATIONS = _Memo(_parse_tolerations)
+_SPREAD = _Memo(_parse_spread)
+_CONTAINERS: dict[Any, tuple[Resource, int, int, tuple[HostPort, ...], tuple[str, ...]]] = {}
+
+
+def _containers_key(spec: Mapping[str, Any]) -> Any:
+    """What requests, host ports and images depend on, and nothing else (env, probes, ... vary)."""
+    groups: list[tuple[Any, ...] | None] = []
+    for group in ("containers", "initContainers"):
+        containers = spec.get(group)
+        if containers is None:
+            groups.append(None)
+            continue
+        if type(containers) is not list:
+            raise _NoKey
+        keys = []
+        for c in containers:
+            if type(c) is not dict:
+                raise _NoKey
+            keys.append(
+                (
+                    _freeze(c.get("image")),
+                    _freeze(c.get("restartPolicy")),
+                    _freeze(c.get("resources")),
+                    _freeze(c.get("ports")),
+                )
+            )
+        groups.append(tuple(keys))
+    return (*groups, _freeze(spec.get("overhead")), _freeze(spec.get("resources")))
+
+
+def _containers(spec: Mapping[str, Any]) -> tuple[Resource, int, int, tuple[HostPort, ...], tuple[str, ...]]:
+    key = _containers_key(spec)
+    hit = _CONTAINERS.get(key)
+    if hit is None:
+        requests, nz_cpu, nz_mem = pod_requests(spec)
+        hit = (requests, nz_cpu, nz_mem, _host_ports(spec), _images(spec))
+        if len(_CONTAINERS) >= _MEMO_LIMIT:
+            _CONTAINERS.clear()
+        _CONTAINERS[key] = hit
+    requests, nz_cpu, nz_mem, host_ports, images = hit
+    return requests.clone(), nz_cpu, nz_mem, host_ports, images  # Resource is mutable: one per pod
+
+
+# --- objects ----------------------------------------------------------------------------------
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
+    """Parse a Pod; raises ObjectError naming the first malformed field."""
+    try:
+        return _parse_pod(obj, memo=True)
+    except (_NoKey, ValueError, TypeError, KeyError, AttributeError):
+        # Unkeyable or malformed: the plain parse raises the same first error as always.
+        return _parse_pod(obj, memo=False)
+
+
+def _parse_pod(obj: Mapping[str, Any], memo: bool) -> PodSpec:
+    meta = as_mapping(obj.get("metadata"), "metadata")
+    spec = as_mapping(obj.get("spec"), "spec")
+    status = as_mapping(obj.get("status"), "status")
+    # Evaluation order is the order fields are validated in, hence the first error reported.
+    if memo:
+        requests, nz_cpu, nz_mem, host_ports, images = _containers(spec)
+    else:
+        requests, nz_cpu, nz_mem = pod_requests(spec)
+        images = _images(spec)
+    labels = as_str_map(meta.get("labels"), "metadata.labels")
+    annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
+    priority = as_int(spec.get("priority"), "spec.priority")
+    node_selector = as_str_map(spec.get("nodeSelector"), "spec.nodeSelector")
+    if memo:
+        affinity = _AFFINITY(spec.get("affinity"))
+        tolerations = _TOLERATIONS(spec.get("tolerations"))
+        spread = _SPREAD(spec.get("topologySpreadConstraints"))
+    else:
+        affinity = parse_affinity(spec.get("affinity"))
+        tolerations = _parse_tolerations(spec.get("tolerations"))
+        spread = _parse_spread(spec.get("topologySpreadConstraints"))
+        host_ports = _host_ports(spec)
+    volumes = spec.get("volumes")
+    gates = spec.get("schedulingGates")
     return PodSpec(
         uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name", "")),
-        labels=as_str_map(meta.get("labels"), "metadata.labels"),
-        annotations=as_str_map(meta.get("annotations"), "metadata.annotations"),
+        labels=labels,
+        annotations=annotations,
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
-        priority=as_int(priority, "spec.priority"),
+        priority=priority,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
-        node_selector=as_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
-        affinity=parse_affinity(spec.get("affinity")),
-        tolerations=tuple(
-            parse_toleration(t, f"spec.tolerations[{i}]")
-            for i, t in enumerate(as_list(spec.get("tolerations"), "spec.tolerations"))
-        ),
-        topology_spread_constraints=tuple(
-            parse_topology_spread(t, f"spec.topologySpreadConstraints[{i}]")
-            for i, t in enumerate(
-                as_list(spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints")
-            )
-        ),
-        host_ports=_host_ports(spec),
+        node_selector=node_selector,
+        affinity=affinity,
+        tolerations=tolerations,
+        topology_spread_constraints=spread,
+        host_ports=host_ports,
         requests=requests,
         non_zero_cpu=nz_cpu,
         non_zero_memory=nz_mem,
-        images=tuple(images),
+        images=images,
         volumes=tuple(
-            as_mapping(v, f"spec.volumes[{i}]")
-            for i, v in enumerate(as_list(spec.get("volumes"), "spec.volumes"))
-        ),
+            as_mapping(v, f"spec.volumes[{i}]") for i, v in enumerate(as_list(volumes, "spec.volumes"))
+        )
+        if volumes is not None
+        else (),
         scheduling_gates=tuple(
             str(as_mapping(g, f"spec.schedulingGates[{i}]").get("name", ""))
-            for i, g in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates"))
-        ),
+            for i, g in enumerate(as_list(gates, "spec.schedulingGates"))
+        )
+        if gates is not None
+        else (),
         owner_references=tuple(as_list(meta.get("ownerReferences"), "metadata.ownerReferences")),
         creation_timestamp=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         start_time=parse_timestamp(status.get("startTime"), "status.startTime"),

@@ -8,6 +8,7 @@ no I/O, no Kubernetes client.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -300,9 +301,16 @@ def parse_timestamp(text: Any, path: str = "") -> float:
     if not text:
         return 0.0
     try:
+        if type(text) is str:  # pods created together share their second: a listing repeats them
+            return _timestamp(text)
         return _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
     except ValueError:
         raise ObjectError(path or "timestamp", f"not an RFC 3339 time: {text!r}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _timestamp(text: str) -> float:
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def as_int(value: Any, path: str, default: int = 0) -> int:

@@ -16,16 +16,27 @@ Handlers are plain synchronous callables; they run on the loop between reads and
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import json
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import aiohttp
+
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.client import ApiClient, Gone
+from kopf_scheduler.cluster.client import ApiClient, Gone, _error
 from kopf_scheduler.framework.client import ApiError
+
+_loads: Callable[[bytes], Any]
+try:  # faster than json on a listing, and decodes the bytes without a str copy
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - optional dependency
+    _loads = json.loads
 
 __all__ = ["Informer", "InformerHandlers", "ResourceKind", "object_key"]
 
@@ -42,6 +53,96 @@ def object_key(raw: Mapping[str, Any]) -> str:
 
 def _rv(raw: Mapping[str, Any]) -> str:
     return str((raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _trim(raw: Mapping[str, Any]) -> None:
+    """Drop ``metadata.managedFields`` (a third of a pod's JSON), as kube-scheduler's informers do.
+
+    Nothing here reads it, every write is a patch (so nothing sends it back), and the store keeps
+    50,000 pods' raw objects.
+    """
+    meta = raw.get("metadata")
+    if type(meta) is dict:
+        meta.pop("managedFields", None)
+
+
+_gc_pauses = 0  # listings in progress (informers list concurrently)
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while listings are decoded and ingested.
+
+    A listing allocates millions of long-lived, acyclic dicts; each collection would walk the ever
+    growing heap again (measured: decoding 50,000 pods costs 3.3 s of CPU with the GC on, 0.8 s
+    off). Reference counting still frees everything; cycles made meanwhile wait for the next pass.
+    """
+    global _gc_pauses, _gc_was_enabled
+    if _gc_pauses == 0:
+        _gc_was_enabled = gc.isenabled()
+        gc.disable()
+    _gc_pauses += 1
+    try:
+        yield
+    finally:
+        _gc_pauses -= 1
+        if _gc_pauses == 0 and _gc_was_enabled:
+            gc.enable()
+
+
+async def _list_pages(
+    api: ApiClient, path: str, params: Mapping[str, str], page_size: int
+) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+    """``ApiClient.list_pages`` reading bytes and decoding them with orjson when installed.
+
+    A listing is the one large response the scheduler reads (75 MB for 50,000 pods): no str copy,
+    no idle deadline on a transfer that progresses, and the 401-retry and error mapping of
+    ``ApiClient.request``.
+    """
+    query = dict(params)
+    query["limit"] = str(page_size)
+    what = f"LIST {path}"
+    timeout = aiohttp.ClientTimeout(
+        total=None, sock_connect=api.request_timeout, sock_read=api.request_timeout
+    )
+    while True:
+        for attempt in (0, 1):
+            try:
+                async with api.session.get(
+                    api.server + path,
+                    params=query,
+                    headers=api.credentials.headers(),
+                    timeout=timeout,
+                    proxy=api.credentials.info.proxy_url,
+                ) as resp:
+                    body = await resp.read()
+                    status = resp.status
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            if status == 401 and attempt == 0 and api.credentials.token_file:
+                api.credentials.reload()
+                continue
+            if status >= 400:
+                raise _error(status, body.decode("utf-8", "replace"), what)
+            break
+        try:
+            data = _loads(body)
+        except ValueError as exc:
+            raise ApiError(f"{what}: undecodable response: {exc}") from exc
+        del body
+        meta = data.get("metadata") or {}
+        items = data.get("items") or []
+        kind = str(data.get("kind", "")).removesuffix("List")
+        api_version = str(data.get("apiVersion", ""))
+        for item in items:  # list items carry no kind/apiVersion
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", api_version)
+        yield items, str(meta.get("resourceVersion", ""))
+        token = meta.get("continue")
+        if not token:
+            return
+        query["continue"] = token
 
 
 @dataclass(frozen=True)
@@ -73,7 +174,7 @@ class Informer(Generic[T]):
         resource: ResourceKind,
         handlers: InformerHandlers[T],
         *,
-        page_size: int = 500,
+        page_size: int = 5000,
         watch_timeout: int = 300,
         max_backoff: float = 30.0,
     ) -> None:
@@ -113,6 +214,7 @@ class Informer(Generic[T]):
             logger.exception("%s handler failed for %s", self.kind, fn)
 
     def _upsert(self, raw: Mapping[str, Any]) -> None:
+        _trim(raw)
         key = object_key(raw)
         parsed = self._parse(raw)
         old = self.store.get(key)
@@ -138,7 +240,8 @@ class Informer(Generic[T]):
         Pages are fetched one ahead while the current one is parsed, so the apiserver's time to
         serve a page overlaps ours to parse the previous one. The first listing asks for
         ``resourceVersion=0`` (served from the apiserver's watch cache, like client-go's reflector);
-        a re-list after 410 asks for the latest state.
+        a re-list after 410 asks for the latest state. (The watch cache ignores ``limit`` at
+        ``resourceVersion=0``: the first listing is one page.) The cyclic GC is paused meanwhile.
         """
         start = time.monotonic()
         params = dict(self.resource.params)
@@ -149,8 +252,13 @@ class Informer(Generic[T]):
         )
 
         async def fetch() -> None:
+            path = self.resource.path
             try:
-                async for page in self.api.list_pages(self.resource.path, params, self.page_size):
+                if type(self.api).list_pages is ApiClient.list_pages:
+                    listing = _list_pages(self.api, path, params, self.page_size)
+                else:  # a test double
+                    listing = self.api.list_pages(path, params, self.page_size)
+                async for page in listing:
                     await pages.put(page)
                 await pages.put(None)
             except Exception as exc:  # handed to the consumer, which raises it
@@ -160,18 +268,19 @@ class Informer(Generic[T]):
         seen: set[str] = set()
         rv = ""
         try:
-            while (page := await pages.get()) is not None:
-                if isinstance(page, BaseException):
-                    raise page
-                items, rv = page
-                for n, raw in enumerate(items):
-                    key = object_key(raw)
-                    seen.add(key)
-                    prior = self.store.get(key)
-                    if prior is None or prior[0] != _rv(raw):
-                        self._upsert(raw)
-                    if n % 1000 == 999:
-                        await asyncio.sleep(0)  # binds and watch handlers run between chunks
+            with _gc_paused():
+                while (page := await pages.get()) is not None:
+                    if isinstance(page, BaseException):
+                        raise page
+                    items, rv = page
+                    for n, raw in enumerate(items):
+                        key = object_key(raw)
+                        seen.add(key)
+                        prior = self.store.get(key)
+                        if prior is None or prior[0] != _rv(raw):
+                            self._upsert(raw)
+                        if n % 1000 == 999:
+                            await asyncio.sleep(0)  # binds and watch handlers run between chunks
         finally:
             fetcher.cancel()
         for key in [k for k in self.store if k not in seen]:
