@@ -665,3 +665,26 @@ def test_callable_hints_with_union_skip_uninteresting_events(with_union: bool, e
     assert q.where(pod.uid) == "unschedulable"
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
     assert q.where(pod.uid) == "backoff"
+
+
+def test_events_with_nothing_to_move_skip_the_registration_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """During the initial listing the queue is empty: events must not consult the registrations."""
+    q = make_queue()
+    calls: list[ClusterEvent] = []
+    original = q.is_event_of_interest
+
+    def counting(event: ClusterEvent) -> bool:
+        calls.append(event)
+        return original(event)
+
+    monkeypatch.setattr(q, "is_event_of_interest", counting)
+    q.move_all_to_active_or_backoff(NODE_ALLOC)
+    assert calls == []
+
+    # A rejected pod in the pool makes the same event count again, and it moves the pod.
+    pod = make_pod("p")
+    q.add(pod)
+    reject(q, pop(q), "NodeResourcesFit")
+    q.move_all_to_active_or_backoff(NODE_ALLOC)
+    assert calls and set(calls) == {NODE_ALLOC}
+    assert q.pending_pods()["unschedulable"] == 0

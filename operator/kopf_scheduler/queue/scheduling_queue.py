@@ -822,12 +822,25 @@ class PriorityQueue:
         pre_check: PreEnqueueCheck | None = None,
     ) -> None:
         """Move pool pods that ``event`` may make schedulable (``MoveAllToActiveOrBackoffQueue``)."""
+        if self._nothing_to_move():
+            return
         if not self.is_event_of_interest(event):
             return
         pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
         self._move_pods(pods, event, old, new)
 
+    def _nothing_to_move(self) -> bool:
+        """No pool pod could move and no in-flight pod could need the event replayed.
+
+        The initial listing delivers every pod and node as an event while the queue is still empty;
+        without this check each of them walked every plugin's registrations for nothing. Skipping
+        the ``move_request_cycle`` update is exact here: it only matters to pods already in flight.
+        """
+        return not self._unschedulable and not self._in_flight
+
     def _move_pods(self, pods: Sequence[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
+        if self._nothing_to_move():
+            return
         if not self.is_event_of_interest(event):
             return
         activated = False
