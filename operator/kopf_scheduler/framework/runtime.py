@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -726,35 +726,22 @@ class Framework:
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:
-            try:
-                status = await p.pre_bind(state, pod, node_name)
-            except Exception as exc:
-                status = Status.as_error(exc)
-            if status is not None and status.is_skip():
-                continue
-            if not is_success(status):
-                assert status is not None
-                if status.is_rejected():
-                    return status.with_plugin(p.name)
-                return _as_error(status, f"running PreBind plugin {go_quote(p.name)}")
+            status = await _binding_call(p.pre_bind(state, pod, node_name))
+            if status is not None and not status.is_skip() and not status.is_success():
+                return _binding_failure(status, p.name, "PreBind")
         return None
 
     async def run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         """Bind plugins in order until one does not Skip; exceptions (Conflict, ...) become Error."""
         status: Status | None = Status(Code.SKIP)
         for p in self.bind_plugins:
-            try:
-                status = await p.bind(state, pod, node_name)
-            except Exception as exc:
-                status = Status.as_error(exc)
+            status = await _binding_call(p.bind(state, pod, node_name))
             if status is not None and status.is_skip():
                 continue
-            if not is_success(status):
-                assert status is not None
-                if status.is_rejected():
-                    return status.with_plugin(p.name)
-                return _as_error(status, f"running Bind plugin {go_quote(p.name)}")
-            return None
+            if is_success(status):
+                return None
+            assert status is not None
+            return _binding_failure(status, p.name, "Bind")
         return status
 
     async def run_post_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
@@ -763,3 +750,18 @@ class Framework:
                 await p.post_bind(state, pod, node_name)
             except Exception:
                 log.exception("PostBind of plugin %s failed for pod %s", p.name, pod.key)
+
+
+async def _binding_call(call: Awaitable[Status | None]) -> Status | None:
+    """A binding-side plugin's verdict; an exception (Conflict, NotFound, ...) is an Error status."""
+    try:
+        return await call
+    except Exception as exc:
+        return Status.as_error(exc)
+
+
+def _binding_failure(status: Status, plugin: str, point: str) -> Status:
+    """Rejections keep their code and gain the plugin; anything else is an Error naming the point."""
+    if status.is_rejected():
+        return status.with_plugin(plugin)
+    return _as_error(status, f"running {point} plugin {go_quote(plugin)}")
