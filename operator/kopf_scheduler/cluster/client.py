@@ -80,6 +80,22 @@ def _error(status: int, text: str, what: str) -> ApiError:
     return ApiError(msg, status)
 
 
+def list_page(data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str, str]:
+    """A decoded list response as ``(items, resourceVersion, continue token)``.
+
+    List items carry no kind/apiVersion of their own; stamp them from the list so that every stored
+    object looks like what a GET or a watch event returns.
+    """
+    meta = data.get("metadata") or {}
+    items = data.get("items") or []
+    kind = str(data.get("kind", "")).removesuffix("List")
+    api_version = str(data.get("apiVersion", ""))
+    for item in items:
+        item.setdefault("kind", kind)
+        item.setdefault("apiVersion", api_version)
+    return items, str(meta.get("resourceVersion", "")), str(meta.get("continue") or "")
+
+
 class ApiClient:
     """A thin async apiserver client: requests, paginated lists and watch streams."""
 
@@ -173,16 +189,8 @@ class ApiClient:
         query = dict(params or {})
         query["limit"] = str(page_size)
         while True:
-            data = await self.request("GET", path, params=query)
-            meta = data.get("metadata") or {}
-            items = data.get("items") or []
-            kind = str(data.get("kind", "")).removesuffix("List")
-            api_version = str(data.get("apiVersion", ""))
-            for item in items:  # list items carry no kind/apiVersion
-                item.setdefault("kind", kind)
-                item.setdefault("apiVersion", api_version)
-            yield items, str(meta.get("resourceVersion", ""))
-            token = meta.get("continue")
+            items, version, token = list_page(await self.request("GET", path, params=query))
+            yield items, version
             if not token:
                 return
             query["continue"] = token

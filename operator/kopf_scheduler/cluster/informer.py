@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.client import ApiClient, Gone, _error
+from kopf_scheduler.cluster.client import ApiClient, Gone, _error, list_page
 from kopf_scheduler.framework.client import ApiError
 
 _loads: Callable[[bytes], Any]
@@ -131,15 +131,8 @@ async def _list_pages(
         except ValueError as exc:
             raise ApiError(f"{what}: undecodable response: {exc}") from exc
         del body
-        meta = data.get("metadata") or {}
-        items = data.get("items") or []
-        kind = str(data.get("kind", "")).removesuffix("List")
-        api_version = str(data.get("apiVersion", ""))
-        for item in items:  # list items carry no kind/apiVersion
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", api_version)
-        yield items, str(meta.get("resourceVersion", ""))
-        token = meta.get("continue")
+        items, version, token = list_page(data)
+        yield items, version
         if not token:
             return
         query["continue"] = token
