@@ -72,10 +72,11 @@ class Options:
     metrics_host: str = "0.0.0.0"
     metrics_port: int | None = 8080
     max_in_flight: int = 64
-    # Measured (SchedulingBasic/1000Nodes, backlog, 2 runs each): 16 binds in flight drained at
-    # 86-143 pods/s, 32 at 67-94, 64 at 57-65. Past what the apiserver sustains, more concurrent
-    # POSTs only add connections (one per request on HTTP/1.1) and contention.
-    parallel_binds: int = 16
+    # Measured on SchedulingBasic/1000Nodes. On the quiet 2-core machine (bench, 4 runs, 04:05 UTC):
+    # 16 binds in flight gave 111 and 132 pods/s, 32 gave 139 and 164, 64 gave 128. Under heavy
+    # contention (load 7-14, backlog mode) 16 had done better (86-143) than 32 (67-94). Past what the
+    # apiserver sustains, more concurrent POSTs only add connections (one per request on HTTP/1.1).
+    parallel_binds: int = 32
     stuck_after: float = 30.0
     namespaces: tuple[str, ...] = ()  # schedule only these namespaces' pods (all count on nodes)
     identity: str = field(default_factory=_identity)

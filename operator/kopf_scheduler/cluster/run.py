@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Also from the environment, like the metrics port: lets a deployment (or a benchmark sweep) tune
     # them without changing the command line.
     in_flight = int(os.environ.get("KOPF_SCHEDULER_MAX_IN_FLIGHT", 64))
-    binds = int(os.environ.get("KOPF_SCHEDULER_PARALLEL_BINDS", 16))  # see operator.Options
+    binds = int(os.environ.get("KOPF_SCHEDULER_PARALLEL_BINDS", 32))  # see operator.Options
     parser.add_argument("--max-in-flight", type=int, default=in_flight, help="concurrent API requests")
     parser.add_argument("--parallel-binds", type=int, default=binds, help="concurrent binding cycles")
     parser.add_argument("--verbose", "-v", action="store_true")
