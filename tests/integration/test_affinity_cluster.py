@@ -12,7 +12,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +22,9 @@ from .test_operator_helpers import (
     Replica,
     create,
     deploy,
+    fresh_namespace,
     get_json,
+    leading_replica,
     node,
     pod,
     reason_events,
@@ -47,24 +48,17 @@ def plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def namespace(plane: ControlPlane) -> str:
-    ns = f"aff-{uuid.uuid4().hex[:6]}"
-    plane.kubectl("create", "namespace", ns)
-    return ns
+    return fresh_namespace(plane, "aff")
 
 
 @pytest.fixture(scope="module")
 def replica(
     plane: ControlPlane, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replica]:
-    kubeconfig: Path = deploy(plane)
-    r = Replica(
-        kubeconfig, f"aff-{namespace}", [namespace], f"aff-{namespace}", tmp_path_factory.mktemp("aff")
-    )
-    try:
-        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica ready and leading:\n{r.logs()}")
+    kubeconfig = deploy(plane)
+    name = f"aff-{namespace}"
+    with leading_replica(kubeconfig, name, [namespace], name, tmp_path_factory.mktemp("aff")) as r:
         yield r
-    finally:
-        r.kill()
 
 
 @pytest.fixture

@@ -25,7 +25,18 @@ import pytest
 from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.testing.invariants import check, fetch_state
 
-from .test_operator_helpers import Replica, create, deploy, events, get_json, node, node_of, pod, wait_for
+from .test_operator_helpers import (
+    Replica,
+    create,
+    deploy,
+    events,
+    get_json,
+    leading_replica,
+    node,
+    node_of,
+    pod,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -39,12 +50,8 @@ def setup(
     ns = f"bad-{tag}"
     control_plane.kubectl("create", "namespace", ns)
     create(control_plane, *(node(f"bad-{tag}-{i}", cpu="4", labels={"t": tag}) for i in range(2)))
-    r = Replica(sa, f"bad-{tag}", [ns], f"bad-{tag}", tmp_path_factory.mktemp("bad"))
-    try:
-        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica leading:\n{r.logs()}")
+    with leading_replica(sa, f"bad-{tag}", [ns], f"bad-{tag}", tmp_path_factory.mktemp("bad")) as r:
         yield ns, tag, r
-    finally:
-        r.kill()
 
 
 def _pod(name: str, ns: str, tag: str, **spec: Any) -> dict[str, Any]:
@@ -111,7 +118,7 @@ REJECTED = [
                 },
             },
         },
-        "Invalid value: \"Like\": not a valid selector operator",
+        'Invalid value: "Like": not a valid selector operator',
     ),
 ]
 

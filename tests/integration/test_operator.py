@@ -25,7 +25,9 @@ from .test_operator_helpers import (
     create,
     deploy,
     events,
+    fresh_namespace,
     get_json,
+    leading_replica,
     node,
     node_of,
     pod,
@@ -43,27 +45,16 @@ def sa_kubeconfig(control_plane: ControlPlane) -> Path:
 
 @pytest.fixture(scope="module")
 def namespace(control_plane: ControlPlane) -> str:
-    ns = f"ops-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", ns)
-    return ns
+    return fresh_namespace(control_plane, "ops")
 
 
 @pytest.fixture(scope="module")
 def replica(
     control_plane: ControlPlane, sa_kubeconfig: Path, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replica]:
-    r = Replica(
-        sa_kubeconfig,
-        f"ops-{namespace}",
-        [namespace],
-        f"single-{namespace}",
-        tmp_path_factory.mktemp("replica"),
-    )
-    try:
-        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica ready and leading:\n{r.logs()}")
+    log_dir = tmp_path_factory.mktemp("replica")
+    with leading_replica(sa_kubeconfig, f"ops-{namespace}", [namespace], f"single-{namespace}", log_dir) as r:
         yield r
-    finally:
-        r.kill()
 
 
 def _profile(name: str, scheduler: str, strategy: str) -> dict[str, object]:

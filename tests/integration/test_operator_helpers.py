@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,7 +11,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -195,3 +197,23 @@ def events(plane: ControlPlane, namespace: str, name: str) -> list[dict[str, Any
 
 def reason_events(plane: ControlPlane, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in events(plane, namespace, name) if e["reason"] == reason]
+
+
+def fresh_namespace(plane: ControlPlane, prefix: str) -> str:
+    """A new namespace with a random suffix, so modules sharing a control plane never collide."""
+    ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    plane.kubectl("create", "namespace", ns)
+    return ns
+
+
+@contextlib.contextmanager
+def leading_replica(
+    kubeconfig: Path, peering: str, namespaces: list[str], name: str, log_dir: Path
+) -> Iterator[Replica]:
+    """A replica that is ready and leads its peering; killed on exit, even when the test fails."""
+    r = Replica(kubeconfig, peering, namespaces, name, log_dir)
+    try:
+        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica ready and leading:\n{r.logs()}")
+        yield r
+    finally:
+        r.kill()

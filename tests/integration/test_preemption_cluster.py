@@ -12,7 +12,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,9 @@ from .test_operator_helpers import (
     create,
     deploy,
     events,
+    fresh_namespace,
     get_json,
+    leading_replica,
     node,
     node_of,
     pod,
@@ -37,24 +38,17 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def namespace(control_plane: ControlPlane) -> str:
-    ns = f"pre-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", ns)
-    return ns
+    return fresh_namespace(control_plane, "pre")
 
 
 @pytest.fixture(scope="module")
 def replica(
     control_plane: ControlPlane, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replica]:
-    kubeconfig: Path = deploy(control_plane)
-    r = Replica(
-        kubeconfig, f"pre-{namespace}", [namespace], f"pre-{namespace}", tmp_path_factory.mktemp("pre")
-    )
-    try:
-        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica ready and leading:\n{r.logs()}")
+    kubeconfig = deploy(control_plane)
+    name = f"pre-{namespace}"
+    with leading_replica(kubeconfig, name, [namespace], name, tmp_path_factory.mktemp("pre")) as r:
         yield r
-    finally:
-        r.kill()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,9 @@ from .test_operator_helpers import (
     create,
     deploy,
     events,
+    fresh_namespace,
     get_json,
+    leading_replica,
     node,
     node_of,
     pod,
@@ -42,24 +43,17 @@ BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 @pytest.fixture(scope="module")
 def namespace(control_plane: ControlPlane) -> str:
-    ns = f"vol-{uuid.uuid4().hex[:6]}"
-    control_plane.kubectl("create", "namespace", ns)
-    return ns
+    return fresh_namespace(control_plane, "vol")
 
 
 @pytest.fixture(scope="module")
 def replica(
     control_plane: ControlPlane, namespace: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Replica]:
-    kubeconfig: Path = deploy(control_plane)
-    r = Replica(
-        kubeconfig, f"vol-{namespace}", [namespace], f"vol-{namespace}", tmp_path_factory.mktemp("vol")
-    )
-    try:
-        wait_for(lambda: r.ready() and r.leading(), 60, what=f"replica ready and leading:\n{r.logs()}")
+    kubeconfig = deploy(control_plane)
+    name = f"vol-{namespace}"
+    with leading_replica(kubeconfig, name, [namespace], name, tmp_path_factory.mktemp("vol")) as r:
         yield r
-    finally:
-        r.kill()
 
 
 def storage_class(name: str, provisioner: str) -> dict[str, Any]:
