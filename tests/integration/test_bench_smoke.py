@@ -26,6 +26,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
         [
             "--scale", "tiny", "--workloads", "SchedulingBasic/1000Nodes", "--out", str(tmp_path),
             "--schedulers", "reference", "raw-bind", "ours", "--timeout", "60", "--startup-timeout", "60",
+            "--profile-apiserver", str(tmp_path / "pprof"), "--profile-apiserver-seconds", "1",
         ]
     )  # fmt: skip
     assert runner.run(args) == 0
@@ -48,3 +49,13 @@ def test_bench_smoke(tmp_path: Path) -> None:
         assert result["startup_seconds"] > 0
         assert result["cpu"]["scheduler_measured"] >= 0 and result["cpu"]["apiserver_measured"] > 0
         assert result["memory"]["scheduler_peak_rss_mb"] > 0
+        # What the apiserver was asked meanwhile: the runner's 20 creates, the scheduler's 20 binds,
+        # and a Scheduled event per pod from both real schedulers (raw-bind posts none).
+        requests = result["apiserver_requests"]
+        assert requests["POST pods"] == 20 and requests["POST pods/binding"] == 20, requests
+        events = result["events"]
+        if key == "raw-bind":
+            assert events["posted_by_end"] == 0 and "POST events" not in requests, events
+        else:
+            assert events["posted_by_end"] >= 20 and events["seconds_after_last_bind"] is not None, events
+        assert Path(result["apiserver_profile"]).stat().st_size > 0

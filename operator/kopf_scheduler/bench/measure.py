@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import math
+import re
 import ssl
 import threading
 import time
@@ -60,6 +61,9 @@ def throughput_windows(
     return [b / window for b in bins]
 
 
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
 class Api:
     """A minimal apiserver client: bounded concurrency, retries on throttling and transient errors."""
 
@@ -106,6 +110,33 @@ class Api:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
         raise RuntimeError(f"{method} {path}: out of attempts")
+
+    async def request_counts(self) -> dict[str, float]:
+        """The apiserver's ``apiserver_request_total``, summed per "VERB resource[/subresource]".
+
+        Diffed around the measured phase, it shows what each scheduler asks of the apiserver per
+        pod (binds, events, status patches, watches): the apiserver's CPU is most of this machine's.
+        """
+        text = (await self.fetch("/metrics")).decode()
+        counts: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels_text, _, value = line[len("apiserver_request_total{") :].rpartition("} ")
+            labels = dict(_LABEL.findall(labels_text))
+            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+            if labels.get("subresource"):
+                key += "/" + labels["subresource"]
+            counts[key] = counts.get(key, 0.0) + float(value)
+        return counts
+
+    async def fetch(self, path: str, timeout: float = 120.0) -> bytes:
+        """A raw GET (``/metrics``, ``/debug/pprof/...``): bytes, no retries."""
+        async with self.session.get(self.server + path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            data = await resp.read()
+            if resp.status >= 300:
+                raise RuntimeError(f"GET {path}: {resp.status} {data[:300]!r}")
+            return data
 
     async def warm(self, path: str = "/version") -> None:
         """Open all ``concurrency`` connections now: a TLS handshake costs more than a POST.

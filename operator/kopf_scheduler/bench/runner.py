@@ -61,12 +61,13 @@ class SchedulerSpec:
 
     key: str  # "ours" | "reference" | "raw-bind"
     scheduler_name: str
+    posts_events: bool = True  # a Scheduled event per bound pod (raw-bind posts none)
 
 
 SCHEDULERS: dict[str, SchedulerSpec] = {
     "ours": SchedulerSpec("ours", "kopf-scheduler"),
     "reference": SchedulerSpec("reference", "default-scheduler"),
-    "raw-bind": SchedulerSpec("raw-bind", "raw-bind"),
+    "raw-bind": SchedulerSpec("raw-bind", "raw-bind", posts_events=False),
 }
 
 
@@ -240,6 +241,11 @@ async def _measure(
         result["startup_seconds"] = tracker.bound_at["warmup"] - spawned
 
         await api.warm()
+        requests0 = await api.request_counts()
+        pprof: asyncio.Future[bytes] | None = None
+        if args.profile_apiserver is not None:  # Go's CPU profile of kube-apiserver, measured phase
+            seconds = max(1, int(args.profile_apiserver_seconds))
+            pprof = asyncio.ensure_future(api.fetch(f"/debug/pprof/profile?seconds={seconds}", seconds + 60))
         cpu0 = (
             sampler.cpu_seconds(),
             apiserver.cpu_seconds(),
@@ -264,6 +270,23 @@ async def _measure(
             sum(runner.cpu_times()[:2]),
             _machine_busy(),
         )
+        requests1 = await api.request_counts()
+        events_posted = requests1.get("POST events", 0.0) - requests0.get("POST events", 0.0)
+        # Events are informational and may be posted after the binds (ours does so on purpose);
+        # how long after the last bind they took is part of the cost, so it is reported.
+        events_wait = time.monotonic()
+        events_done = events_posted
+        expected_events = len(names) if spec.posts_events else 0
+        while events_done < expected_events and time.monotonic() - events_wait < 30:
+            await asyncio.sleep(0.1)
+            counts = await api.request_counts()
+            events_done = counts.get("POST events", 0.0) - requests0.get("POST events", 0.0)
+        events_after = time.monotonic() - measure_end
+        if pprof is not None:
+            profile_path = args.profile_apiserver / f"{log_path.stem}.apiserver.pprof"
+            profile_path.parent.mkdir(parents=True, exist_ok=True)
+            profile_path.write_bytes(await pprof)
+            result["apiserver_profile"] = str(profile_path)
 
         bound_times = [tracker.bound_at[n] for n in names if n in tracker.bound_at]
         latencies = [
@@ -312,6 +335,15 @@ async def _measure(
             "others_measured": (cpu1[4] - cpu0[4])
             - sum(b - a for a, b in zip(cpu0[:4], cpu1[:4], strict=True)),
             "machine_capacity_measured": (measure_end - measure_start) * (os.cpu_count() or 1),
+        }
+        # What the measured phase asked of the apiserver (the runner's own POSTs and watch included).
+        result["events"] = {
+            "posted_in_measured_phase": events_posted,
+            "posted_by_end": events_done,
+            "seconds_after_last_bind": events_after if spec.posts_events and events_done >= len(names) else None,
+        }
+        result["apiserver_requests"] = {
+            k: v - requests0.get(k, 0.0) for k, v in sorted(requests1.items()) if v - requests0.get(k, 0.0)
         }
         result["load_average"] = {"before": load0, "after": os.getloadavg()[0]}
         return result
@@ -506,6 +538,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="py-spy record ours: one folded-stacks file per run in this directory",
     )
+    parser.add_argument(
+        "--profile-apiserver",
+        type=Path,
+        default=None,
+        help="save a Go CPU profile of kube-apiserver during each measured phase here (go tool pprof)",
+    )
+    parser.add_argument("--profile-apiserver-seconds", type=float, default=8.0, help="length of that profile")
     parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
     parser.add_argument(
         "--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse the cached one)"

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import orjson
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cluster.connection import Credentials
@@ -154,23 +155,28 @@ class ApiClient:
         content_type: str = "application/json",
     ) -> Any:
         """One request within the in-flight bound; maps errors; retries once after a 401 (token rotation)."""
-        data = json.dumps(body, separators=(",", ":")) if body is not None else None
+        # orjson: encoding and decoding are a few percent of our CPU per pod in SchedulingBasic
+        # (a bind, an event, two watch events), several times cheaper than the json module.
+        data = orjson.dumps(body) if body is not None else None
         what = f"{method} {path}"
         for attempt in (0, 1):
             headers = dict(self.credentials.headers())
             if data is not None:
                 headers["Content-Type"] = content_type
             try:
-                async with self._limit, self.session.request(
-                    method,
-                    self.server + path,
-                    data=data,
-                    params=params,
-                    headers=headers,
-                    timeout=aiohttp.ClientTimeout(total=self.request_timeout),
-                    proxy=self.credentials.info.proxy_url,
-                ) as resp:
-                    text = await resp.text()
+                async with (
+                    self._limit,
+                    self.session.request(
+                        method,
+                        self.server + path,
+                        data=data,
+                        params=params,
+                        headers=headers,
+                        timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+                        proxy=self.credentials.info.proxy_url,
+                    ) as resp,
+                ):
+                    raw = await resp.read()
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
@@ -178,8 +184,8 @@ class ApiClient:
                 self.credentials.reload()
                 continue
             if status >= 400:
-                raise _error(status, text, what)
-            return json.loads(text) if text else None
+                raise _error(status, raw.decode("utf-8", "replace"), what)
+            return orjson.loads(raw) if raw else None
         raise AssertionError("unreachable")
 
     async def list_pages(
@@ -237,7 +243,7 @@ class ApiClient:
                         line, buffer = buffer[:newline], buffer[newline + 1 :]
                         if not line.strip():
                             continue
-                        event = json.loads(line)
+                        event = orjson.loads(line)
                         if event.get("type") == "ERROR":
                             obj = event.get("object") or {}
                             raise _error(int(obj.get("code") or 500), json.dumps(obj), f"WATCH {path}")

@@ -77,6 +77,11 @@ class Options:
     # contention (load 7-14, backlog mode) 16 had done better (86-143) than 32 (67-94). Past what the
     # apiserver sustains, more concurrent POSTs only add connections (one per request on HTTP/1.1).
     parallel_binds: int = 32
+    # Scheduled events in flight. The reference posts each event from a goroutine of its own (no
+    # bound); with 4 here, a saturated apiserver (~100 ms a request) let only ~40 events/s through
+    # while binds ran at ~170/s, so the queue hit its 1000 cap and events were dropped
+    # (SchedulingBasic/1000Nodes, full scale, 2000 pods: 422 posted while binding, ~590 dropped).
+    event_workers: int = 32
     stuck_after: float = 30.0
     namespaces: tuple[str, ...] = ()  # schedule only these namespaces' pods (all count on nodes)
     identity: str = field(default_factory=_identity)
@@ -147,6 +152,7 @@ class SchedulerRuntime:
             self.client,
             self.profiles,
             parallel_binds=options.parallel_binds,
+            event_workers=options.event_workers,
             metrics=PrometheusMetrics(),
             objects=self.cache.objects,
         )

@@ -184,6 +184,7 @@ class ProfileController:
         present = {str((i.get("metadata") or {}).get("name")) for i in items}
         for name in [n for n in self.owned if n not in present]:
             self.delete({"metadata": {"name": name}})
+
         def created(item: Mapping[str, Any]) -> str:
             return str((item.get("metadata") or {}).get("creationTimestamp") or "")
 

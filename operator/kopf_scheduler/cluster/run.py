@@ -54,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     binds = int(os.environ.get("KOPF_SCHEDULER_PARALLEL_BINDS", 32))  # see operator.Options
     parser.add_argument("--max-in-flight", type=int, default=in_flight, help="concurrent API requests")
     parser.add_argument("--parallel-binds", type=int, default=binds, help="concurrent binding cycles")
+    events = int(os.environ.get("KOPF_SCHEDULER_EVENT_WORKERS", 32))
+    parser.add_argument("--event-workers", type=int, default=events, help="concurrent Scheduled-event POSTs")
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.add_argument("--debug", action="store_true")
 
@@ -75,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port or None,
         max_in_flight=args.max_in_flight,
         parallel_binds=args.parallel_binds,
+        event_workers=args.event_workers,
         namespaces=tuple(args.namespace),
     )
     operator.configure(options)

@@ -559,8 +559,10 @@ class PodTopologySpread(Plugin):
         for i, c in enumerate(s.constraints):
             codes, values = topology_codes(snapshot, c.topology_key)
             rows = codes[idx]
-            if c.topology_key == HOSTNAME_LABEL and TallyStore.supports(snapshot) and snapshot is (
-                self.handle.snapshot if self.handle is not None else None
+            if (
+                c.topology_key == HOSTNAME_LABEL
+                and TallyStore.supports(snapshot)
+                and snapshot is (self.handle.snapshot if self.handle is not None else None)
             ):
                 cnt = self._row_counts(snapshot, c, pod.namespace)[idx]
             elif c.topology_key == HOSTNAME_LABEL:
