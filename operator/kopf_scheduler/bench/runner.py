@@ -340,7 +340,9 @@ async def _measure(
         result["events"] = {
             "posted_in_measured_phase": events_posted,
             "posted_by_end": events_done,
-            "seconds_after_last_bind": events_after if spec.posts_events and events_done >= len(names) else None,
+            "seconds_after_last_bind": (
+                events_after if spec.posts_events and events_done >= len(names) else None
+            ),
         }
         result["apiserver_requests"] = {
             k: v - requests0.get(k, 0.0) for k, v in sorted(requests1.items()) if v - requests0.get(k, 0.0)
