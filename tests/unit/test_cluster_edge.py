@@ -436,3 +436,60 @@ def test_healthz_fails_when_the_loop_is_stuck() -> None:
         )
     finally:
         metrics.stop(server)
+
+
+async def test_profile_resync_retries_a_fresh_apiservers_429() -> None:
+    """Right after an apiserver start a CRD answers 429 "storage is (re)initializing" for a while;
+    the first resync must wait that out, not end the scheduling loop."""
+    from kopf_scheduler.cluster.operator import PROFILES_PATH, Options, SchedulerRuntime
+
+    answers = [
+        (429, {"kind": "Status", "message": "storage is (re)initializing", "code": 429}),
+        (503, {"kind": "Status", "message": "unavailable", "code": 503}),
+        (200, {"kind": "SchedulerProfileList", "metadata": {"resourceVersion": "5"}, "items": []}),
+    ]
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        status, payload = answers.pop(0)
+        return web.json_response(payload, status=status)
+
+    app = web.Application()
+    app.router.add_route("GET", PROFILES_PATH, handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    creds = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    runtime = SchedulerRuntime(Options(standalone=True, metrics_port=None), credentials=creds)
+    try:
+        await runtime.resync_profiles()
+        assert seen == [PROFILES_PATH] * 3 and not answers
+        # A 403 is not transient: raised at once.
+        answers.append((403, {"kind": "Status", "message": "forbidden", "code": 403}))
+        with pytest.raises(ApiError) as info:
+            await runtime.resync_profiles()
+        assert info.value.status == 403 and len(seen) == 4
+    finally:
+        await runtime.api.close()
+        await runner.cleanup()
+
+
+def test_run_imports_kopf_without_the_optional_clients() -> None:
+    """The start-up shortcut blocks kubernetes/pykube only while Kopf imports, then gets out of the way."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from kopf_scheduler.cluster import run\n"
+        "with run._without_optional_clients():\n"
+        "    import kopf\n"
+        "assert 'kubernetes' not in sys.modules and 'pykube' not in sys.modules, sorted(sys.modules)\n"
+        "import kubernetes.client, pykube\n"  # importable again afterwards
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

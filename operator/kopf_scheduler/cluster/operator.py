@@ -18,6 +18,7 @@ import socket
 import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -51,6 +52,16 @@ OBJECT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("Namespace", "/api/v1/namespaces"),
     ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
 )
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux ``/proc``), or None where that is not known."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _identity() -> str:
@@ -123,6 +134,9 @@ class InstrumentedClient(KubeClusterClient):
             raise
         if self.first_bind_at is None:
             self.first_bind_at = time.monotonic()
+            since = process_age()
+            if since is not None:  # what a failover costs: imports, Kopf, listing, the first cycle
+                logger.info("First bind %.2fs after the process started", since)
         if pod.creation_timestamp:
             e2e = max(0.0, time.time() - pod.creation_timestamp)
             metrics.E2E_LATENCY.labels(pod.scheduler_name).observe(e2e)
@@ -258,15 +272,32 @@ class SchedulerRuntime:
         except ApiError as exc:
             logger.warning("Failed to write the status of SchedulerProfile %s: %s", name, exc)
 
-    async def resync_profiles(self) -> None:
-        items: list[Mapping[str, Any]] = []
-        try:
-            async for page, _ in self.api.list_pages(PROFILES_PATH):
-                items.extend(page)
-        except NotFound:
-            logger.warning("The SchedulerProfile CRD is not installed; only the built-in default is served")
+    async def resync_profiles(self, attempts: int = 8) -> None:
+        """List the SchedulerProfiles before scheduling; retry what a fresh apiserver answers.
+
+        Right after an apiserver (re)start a CRD's storage answers 429 "storage is (re)initializing"
+        for a second or so; giving up there would stop the scheduling loop.
+        """
+        delay = 0.1
+        for attempt in range(attempts):
+            items: list[Mapping[str, Any]] = []
+            try:
+                async for page, _ in self.api.list_pages(PROFILES_PATH):
+                    items.extend(page)
+            except NotFound:
+                logger.warning(
+                    "The SchedulerProfile CRD is not installed; only the built-in default is served"
+                )
+                return
+            except ApiError as exc:
+                if attempt == attempts - 1 or not (exc.status in (0, 429) or exc.status >= 500):
+                    raise
+                logger.info("Listing SchedulerProfiles failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            await self.controller.resync(items)
             return
-        await self.controller.resync(items)
 
     async def ensure_peering_object(self) -> None:
         if self.options.standalone:
@@ -429,6 +460,9 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
     settings.execution.max_workers = 4
+    since = process_age()
+    if since is not None:
+        logger.info("Kopf started the operator %.2fs after the process started", since)
     runtime = SchedulerRuntime(opts)
     await runtime.ensure_peering_object()
     await runtime.start()
