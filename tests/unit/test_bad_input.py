@@ -457,3 +457,18 @@ def test_non_quantities_are_quantity_errors(bad: object) -> None:
 
     with pytest.raises(QuantityError):
         parse_quantity(bad)  # type: ignore[arg-type]
+
+
+async def test_invalid_pod_memory_is_bounded(edge: Edge, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleted invalid pods leave no trace in the informer, so the once-per-version memory is capped."""
+    from kopf_scheduler.cluster import operator as op
+
+    monkeypatch.setattr(op, "INVALID_REPORTED_MAX", 3)
+    edge.node(node_dict("n1"))
+    for i in range(5):
+        raw = _bad(f"garbage-{i}", _requests(cpu="lots"))
+        raw["metadata"]["uid"] = f"uid-bad-{i}"
+        edge.pod("ADDED", raw)
+    await edge.drain()
+    assert list(edge.rt._invalid_reported) == ["uid-bad-2", "uid-bad-3", "uid-bad-4"]
+    assert all(len(edge.client.failed_messages(f"default/bad-garbage-{i}")) == 1 for i in range(5))

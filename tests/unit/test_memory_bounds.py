@@ -187,3 +187,19 @@ async def test_engine_per_pod_state_returns_to_baseline_after_churn() -> None:
     assert _per_pod_sizes(scheduler) == baseline
     assert all(v == 0 for k, v in baseline.items() if not k.endswith(".memo")), baseline
     assert baseline["kopf-scheduler.PodTopologySpread.memo"] > 0  # the churn did exercise the memos
+
+
+def test_volume_assume_cache_forgets_objects_deleted_while_assumed() -> None:
+    """A PVC assumed (bound in memory) and then deleted before its write was observed must not
+    linger: ``get`` is never asked for it again, so ``items`` prunes it."""
+    from kopf_scheduler.plugins.volume_binding import _AssumeCache
+
+    base = {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "1"}}
+    assumed = {**base, "spec": {"volumeName": "v"}}
+    objects: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": {"ns/c": base}}
+    cache = _AssumeCache("PersistentVolumeClaim")
+    cache.assume("ns/c", base, assumed)
+    assert dict(cache.items(objects)) == {"ns/c": assumed} and cache.is_assumed("ns/c")
+    del objects["PersistentVolumeClaim"]["ns/c"]
+    assert dict(cache.items(objects)) == {}
+    assert not cache.is_assumed("ns/c")

@@ -16,6 +16,7 @@ import os
 import random
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ __all__ = ["Options", "SchedulerRuntime", "configure"]
 logger = logging.getLogger(__name__)
 
 PROFILES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+INVALID_REPORTED_MAX = 4096
 # Terminal pods hold no resources: kube-scheduler's pod informer excludes them the same way.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -206,7 +208,10 @@ class SchedulerRuntime:
         self.synced = asyncio.Event()
         self.sync_seconds: float | None = None
         self._tasks: dict[str, asyncio.Task[Any]] = {}
-        self._invalid_reported: dict[str, str] = {}
+        # uid -> resourceVersion already reported. Bounded (oldest first out): deleted invalid pods
+        # never say goodbye through the informer (it never stored them), so entries cannot be dropped
+        # on deletion; a forgotten one costs at most one repeated FailedScheduling event.
+        self._invalid_reported: OrderedDict[str, str] = OrderedDict()
         self._server: Any = None
 
     # -- wiring --
@@ -237,6 +242,9 @@ class SchedulerRuntime:
         if self._invalid_reported.get(uid) == rv or not self.leader.leading.is_set():
             return
         self._invalid_reported[uid] = rv
+        self._invalid_reported.move_to_end(uid)
+        while len(self._invalid_reported) > INVALID_REPORTED_MAX:
+            self._invalid_reported.popitem(last=False)
         pod = PodSpec(
             uid=uid,
             namespace=str(meta.get("namespace") or "default"),

@@ -206,7 +206,11 @@ class _AssumeCache:
         return real
 
     def items(self, objects: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        for key in list(objects.get(self.kind, {})):
+        store = objects.get(self.kind, {})
+        # Objects deleted while assumed: ``get`` would drop them, but nothing asks for them again.
+        for key in [k for k in self._assumed if k not in store]:
+            del self._assumed[key]
+        for key in list(store):
             obj = self.get(objects, key)
             if obj is not None:
                 yield key, obj
