@@ -65,9 +65,25 @@ def _rows(results: Sequence[Result]) -> list[list[str]]:
                 _fmt(_get(r, "memory", "scheduler_peak_rss_mb"), 0),
                 _fmt(_get(r, "cpu", "apiserver_measured")),
                 _fmt(_get(r, "cpu", "others_measured")),
+                _fmt(_machine_ms_per_pod(r)),
+                _fmt(_get(r, "events", "posted_in_measured_phase"), 0),
             ]
         )
     return rows
+
+
+def _machine_ms_per_pod(r: Result) -> float | None:
+    """All busy CPU of the measured phase (scheduler, apiserver, etcd, runner, others) per pod bound.
+
+    On a saturated machine throughput is about cores / this: the figure that says what a
+    scheduler costs the whole control plane, not only itself.
+    """
+    cpu = r.get("cpu") or {}
+    parts = [f"{p}_measured" for p in ("scheduler", "apiserver", "etcd", "runner", "others")]
+    bound = _get(r, "measured", "bound")
+    if not bound or any(not isinstance(cpu.get(k), int | float) for k in parts):
+        return None
+    return 1000.0 * sum(float(cpu[k]) for k in parts) / float(bound)
 
 
 def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -85,7 +101,7 @@ def results_table(results: Sequence[Result]) -> str:
     header = [
         "workload", "scheduler", "bound", "thr avg", "thr p50", "thr p90", "thr p99", "overall",
         "lat p50 ms", "lat p99 ms", "first bind s", "sched CPU s", "sched CPU s (all)", "RSS MB",
-        "apiserver CPU s", "others CPU s",
+        "apiserver CPU s", "others CPU s", "all CPU ms/pod", "events in phase",
     ]  # fmt: skip
     return _markdown(header, _rows(results))
 

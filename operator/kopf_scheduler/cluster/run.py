@@ -12,9 +12,12 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "run_loop"]
+
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +86,20 @@ def _without_optional_clients() -> Iterator[None]:
                 del sys.modules[name]
 
 
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run on uvloop when installed (a dependency; Kopf's own CLI does the same), else asyncio's loop.
+
+    Why: the scheduler's per-pod work at the edge is two HTTPS requests and two watch events, and
+    asyncio's pure-Python TLS transport and loop were about a third of our CPU per pod.
+    """
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency; kept optional for odd platforms
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
 def run(args: argparse.Namespace) -> int:
     with _without_optional_clients():
         import kopf
@@ -109,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     if not (args.verbose or args.debug):
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("kopf_scheduler").setLevel(logging.INFO)
-    asyncio.run(
+    run_loop(
         kopf.operator(
             clusterwide=True,
             standalone=args.standalone,
