@@ -487,6 +487,7 @@ def test_run_imports_kopf_without_the_optional_clients() -> None:
         "from kopf_scheduler.cluster import run\n"
         "with run._without_optional_clients():\n"
         "    import kopf\n"
+        "    from kopf_scheduler.cluster import operator\n"
         "assert 'kubernetes' not in sys.modules and 'pykube' not in sys.modules, sorted(sys.modules)\n"
         "import kubernetes.client, pykube\n"  # importable again afterwards
         "print('ok')\n"

@@ -70,9 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _without_optional_clients() -> Iterator[None]:
     """Import Kopf without the ``kubernetes`` and ``pykube`` clients it probes for.
 
-    Kopf imports both when installed, only to recognise their objects in ``kopf.adopt()`` and
-    the like, which the scheduler never calls (it has its own client). Importing them is ~0.3 s of
-    a start-up that is also a failover's cost. A ``None`` in ``sys.modules`` makes that import raise
+    Kopf imports both when installed, to recognise their objects in ``kopf.adopt()`` and the like
+    and to offer them as fallback login handlers; the scheduler uses neither (it has its own client
+    and ``on.login``). Importing them was ~0.3 s of a start-up that is also a failover's cost. A ``None`` in ``sys.modules`` makes that import raise
     ImportError, Kopf's documented "not installed" path; anything importing them later gets them.
     """
     blocked = [name for name in ("kubernetes", "pykube") if name not in sys.modules]
@@ -101,11 +101,11 @@ def run_loop(main: Coroutine[Any, Any, T]) -> T:
 
 
 def run(args: argparse.Namespace) -> int:
-    with _without_optional_clients():
+    with _without_optional_clients():  # Kopf's import and its default registry both probe for them
         import kopf
 
-    from kopf_scheduler.cluster import operator
-    from kopf_scheduler.cluster.leader import start_priority
+        from kopf_scheduler.cluster import operator
+        from kopf_scheduler.cluster.leader import start_priority
 
     options = operator.Options(
         kubeconfig=args.kubeconfig,
