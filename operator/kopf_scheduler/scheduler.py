@@ -537,9 +537,7 @@ class Scheduler:
 
     async def _report_failure(self, pod: PodSpec, reason: str, message: str, nominating: str | None) -> None:
         # The full message: the edge truncates the event note to the apiserver's limit, not us.
-        await self.client.record_failed(pod, reason, message)
-        if nominating is not None and nominating != pod.nominated_node_name:
-            await self.client.set_nominated_node(pod, nominating)
+        await self.client.record_failed(pod, reason, message, nominated_node=nominating)
 
     def _start_preemption(
         self, fw: Framework, pod: PodSpec, result: PostFilterResult

@@ -360,6 +360,29 @@ async def test_unchanged_condition_is_not_patched(server: Any) -> None:
     assert not [c for c in calls if c[1].endswith("/status")]
 
 
+async def test_condition_and_nomination_share_one_status_patch(server: Any) -> None:
+    """The reference's ``updatePod``: one PATCH for PodScheduled=False and nominatedNodeName, only the
+    parts that change, nothing when neither does (PreemptionBasic: 500 fewer writes of 2,500)."""
+    client, calls = server
+    msg = "0/1 nodes are available: 1 Insufficient cpu."
+
+    def status_patches() -> list[dict[str, Any]]:
+        return [c[2]["status"] for c in calls if c[1].endswith("/status")]
+
+    await client.record_failed(_pod(), "Unschedulable", msg, nominated_node="n2")
+    [both] = status_patches()
+    assert both["nominatedNodeName"] == "n2" and both["conditions"][0]["reason"] == "Unschedulable"
+
+    raw = dict(_pod().raw)
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}
+    raw["status"] = {"nominatedNodeName": "n2", "conditions": [cond]}
+    calls.clear()
+    await client.record_failed(parse_pod(raw), "Unschedulable", msg, nominated_node="n2")
+    assert status_patches() == []  # neither changed
+    await client.record_failed(parse_pod(raw), "Unschedulable", msg, nominated_node="")
+    assert status_patches() == [{"nominatedNodeName": None}]  # "" clears, the condition stays
+
+
 async def test_evict_marks_then_deletes_with_uid_precondition(server: Any) -> None:
     client, calls = server
     victim = _pod(nodeName="n1")

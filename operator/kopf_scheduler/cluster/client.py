@@ -322,16 +322,44 @@ class KubeClusterClient:
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         await self._event(pod, "Normal", "Scheduled", "Binding", note)
 
-    async def record_failed(self, pod: PodSpec, reason: str, message: str) -> None:
+    async def record_failed(
+        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
         await asyncio.gather(
             self._event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_note(message)),
-            self._set_scheduled_false(pod, reason, message),
+            self._set_scheduled_false(pod, reason, message, nominated_node),
         )
 
-    async def _set_scheduled_false(self, pod: PodSpec, reason: str, message: str) -> None:
+    async def _set_scheduled_false(
+        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None
+    ) -> None:
+        """One status patch for the condition and the nomination, skipped when neither changes."""
+        status: dict[str, Any] = {}
+        if nominated_node is not None and nominated_node != pod.nominated_node_name:
+            status["nominatedNodeName"] = nominated_node or None
         old = _condition(pod, "PodScheduled")
-        if old and (old.get("status"), old.get("reason"), old.get("message")) == ("False", reason, message):
-            return  # podutil.UpdatePodCondition: nothing changed, no write
+        if not (
+            old and (old.get("status"), old.get("reason"), old.get("message")) == ("False", reason, message)
+        ):  # podutil.UpdatePodCondition: an unchanged condition is not written
+            status["conditions"] = [self._scheduled_false(old, pod, reason, message)]
+        if not status:
+            return
+        try:
+            await self.api.request(
+                "PATCH",
+                _pod_path(pod.namespace, pod.name, "status"),
+                body={"status": status},
+                content_type=STRATEGIC,
+            )
+        except NotFound:
+            pass
+        except ApiError as exc:
+            logger.warning("Failed to update the PodScheduled condition of %s: %s", pod.key, exc)
+
+    @staticmethod
+    def _scheduled_false(
+        old: Mapping[str, Any] | None, pod: PodSpec, reason: str, message: str
+    ) -> dict[str, Any]:
         cond: dict[str, Any] = {
             "type": "PodScheduled",
             "status": "False",
@@ -345,17 +373,7 @@ class KubeClusterClient:
         }
         if pod.generation:
             cond["observedGeneration"] = pod.generation
-        try:
-            await self.api.request(
-                "PATCH",
-                _pod_path(pod.namespace, pod.name, "status"),
-                body={"status": {"conditions": [cond]}},
-                content_type=STRATEGIC,
-            )
-        except NotFound:
-            pass
-        except ApiError as exc:
-            logger.warning("Failed to update the PodScheduled condition of %s: %s", pod.key, exc)
+        return cond
 
     async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
         if pod.nominated_node_name == node_name:

@@ -72,8 +72,9 @@ def _without_optional_clients() -> Iterator[None]:
 
     Kopf imports both when installed, to recognise their objects in ``kopf.adopt()`` and the like
     and to offer them as fallback login handlers; the scheduler uses neither (it has its own client
-    and ``on.login``). Importing them was ~0.3 s of a start-up that is also a failover's cost. A ``None`` in ``sys.modules`` makes that import raise
-    ImportError, Kopf's documented "not installed" path; anything importing them later gets them.
+    and ``on.login``). Importing them was ~0.3 s of a start-up that is also a failover's cost.
+    A ``None`` in ``sys.modules`` makes that import raise ImportError, Kopf's documented "not
+    installed" path; anything importing them later gets them.
     """
     blocked = [name for name in ("kubernetes", "pykube") if name not in sys.modules]
     for name in blocked:

@@ -42,8 +42,12 @@ class ClusterClient(Protocol):
         """Normal ``Scheduled`` event: ``Successfully assigned ns/name to node``."""
         ...
 
-    async def record_failed(self, pod: PodSpec, reason: str, message: str) -> None:
-        """Warning ``FailedScheduling`` event and ``PodScheduled=False`` with reason and message.
+    async def record_failed(
+        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
+        """Warning ``FailedScheduling`` event and ``PodScheduled=False`` with reason and message;
+        with ``nominated_node`` (``""`` clears) also ``status.nominatedNodeName``, in the same
+        status write when both change (the reference's ``updatePod``).
 
         The engine passes the full message; the implementation truncates the event note to the
         apiserver's 1,024-character limit (``diagnosis.truncate_message``, as the reference's

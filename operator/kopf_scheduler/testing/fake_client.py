@@ -60,9 +60,13 @@ class FakeClusterClient:
         self.events.append(RecordedEvent("Normal", "Scheduled", pod.key, msg))
         self.conditions.pop(pod.key, None)
 
-    async def record_failed(self, pod: PodSpec, reason: str, message: str) -> None:
+    async def record_failed(
+        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
         self.events.append(RecordedEvent("Warning", "FailedScheduling", pod.key, message))
         self.conditions[pod.key] = (reason, message)
+        if nominated_node is not None and nominated_node != pod.nominated_node_name:
+            await self.set_nominated_node(pod, nominated_node)
 
     async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
         if node_name:
