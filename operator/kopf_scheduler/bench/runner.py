@@ -394,10 +394,11 @@ def run_one(
     args: argparse.Namespace,
     prepared: Path,
     setup_seconds: Mapping[str, float] | None = None,
+    repeat: int | None = None,
 ) -> dict[str, Any]:
     """One workload with one scheduler on a copy of the prepared control plane, always stopped."""
     out: Path = args.out
-    slug = f"{workload.name.replace('/', '-')}--{spec.key}"
+    slug = f"{workload.name.replace('/', '-')}--{spec.key}" + (f"--r{repeat}" if repeat else "")
     log_path = out / "logs" / f"{slug}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
@@ -412,6 +413,7 @@ def run_one(
             "unschedulable_pods": workload.unschedulable_pods,
             "note": workload.note,
         },
+        "repeat": repeat,
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "log": str(log_path),
         "setup_seconds": dict(setup_seconds or {}),
@@ -491,19 +493,23 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             print(f"[bench] {name}: setting up ...", file=sys.stderr, flush=True)
             setup = prepare(binary, workload, prepared)
             print(f"[bench]   {setup}", file=sys.stderr, flush=True)
-            for key in args.schedulers:
-                started = time.monotonic()
-                print(f"[bench] {name} with {key} ...", file=sys.stderr, flush=True)
-                result = run_one(binary, workload, SCHEDULERS[key], args, prepared, setup)
-                m = result.get("measured") or {}
-                print(
-                    f"[bench]   {result.get('error') or 'ok'}: bound {m.get('bound')}/{m.get('count')}, "
-                    f"avg {(m.get('throughput') or {}).get('average')} pods/s, "
-                    f"first bind {result.get('startup_seconds')}s ({time.monotonic() - started:.0f}s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                results.append(result)
+            # Repeats interleave the schedulers (ours, reference, ceiling, ours, ...), so a drift
+            # in what else the machine does lands on all of them alike.
+            for repeat in range(1, args.repeat + 1) if args.repeat > 1 else [None]:
+                for key in args.schedulers:
+                    started = time.monotonic()
+                    run_name = f"{name} #{repeat}" if repeat else name
+                    print(f"[bench] {run_name} with {key} ...", file=sys.stderr, flush=True)
+                    result = run_one(binary, workload, SCHEDULERS[key], args, prepared, setup, repeat)
+                    m = result.get("measured") or {}
+                    print(
+                        f"[bench]   {result.get('error') or 'ok'}: bound {m.get('bound')}/{m.get('count')}, "
+                        f"avg {(m.get('throughput') or {}).get('average')} pods/s, "
+                        f"first bind {result.get('startup_seconds')}s ({time.monotonic() - started:.0f}s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    results.append(result)
         finally:
             shutil.rmtree(prepared, ignore_errors=True)
     summary = {
@@ -562,6 +568,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="create the measured pods before the scheduler starts (drain rate; no creation in the way)",
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each workload N times (schedulers interleaved); medians"
+    )
     parser.add_argument("--list", action="store_true", help="list the workloads at --scale and exit")
 
 
@@ -578,6 +587,9 @@ def run(args: argparse.Namespace) -> int:
     print(report.results_table(results))
     print()
     print(report.ratio_table(results))
+    if args.repeat > 1:
+        print()
+        print(report.repeat_table(results))
     print(f"\nJSON, chart and logs in {args.out}")
     return 1 if any(r.get("error") for r in results) else 0
 
