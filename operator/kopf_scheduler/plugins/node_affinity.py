@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -39,7 +39,10 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.plugins.helper import default_normalize_score
+from kopf_scheduler.plugins.helper import NodeMaskMemo, default_normalize_score
+
+if TYPE_CHECKING:
+    from kopf_scheduler.cache.snapshot import Snapshot
 
 __all__ = ["NodeAffinity", "NodeAffinityArgs", "RequiredNodeAffinity"]
 
@@ -193,6 +196,7 @@ class NodeAffinity(Plugin):
         added = args.parsed
         self.added_node_selector: NodeSelector | None = added.required if added else None
         self.added_pref_terms: tuple[PreferredSchedulingTerm, ...] = added.preferred if added else ()
+        self._masks = NodeMaskMemo()
 
     # -- PreFilter / Filter --
 
@@ -235,6 +239,26 @@ class NodeAffinity(Plugin):
         if not required.match(node):
             return Status.unresolvable(ERR_REASON_POD)
         return None
+
+    def filter_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+    ) -> np.ndarray | None:
+        """``filter`` for many rows: per node and affinity, memoised (it reads the Node alone).
+
+        Without it, a pod with a nodeSelector or required node affinity paid a Python call per
+        node and cycle (SchedulingNodeAffinity: ~2.6 ms more CPU per pod than SchedulingBasic).
+        """
+        s = state.get(PRE_FILTER_STATE_KEY)
+        required = s.required if isinstance(s, _PreFilterState) else RequiredNodeAffinity.of(pod)
+        added = self.added_node_selector
+
+        def passes(node: NodeSpec) -> bool:
+            if added is not None and not added.matches(node.name, node.labels):
+                return False
+            return required.match(node)
+
+        mask: np.ndarray = self._masks.mask(snapshot, required, passes)[idx]
+        return mask
 
     # -- PreScore / Score --
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from node_plugin_helpers import make_snapshot, scores
+from node_plugin_helpers import all_rows, assert_filter_vector_agrees, make_snapshot, scores
 from pydantic import ValidationError
 
 from kopf_scheduler.framework.interface import Code, CycleState, PreFilterResult, QueueingHint
@@ -166,6 +166,62 @@ def test_filter(name: str, spec: dict[str, Any], labels: dict[str, str], fits: b
         assert status.reasons == [POD_REASON]
     # Without PreFilter the plugin computes the same answer.
     assert (pl.filter(CycleState(), pod, snapshot.list()[0]) is None) == fits
+
+
+def _label_zoo() -> list[Any]:
+    """One node per distinct label set of the filter cases, plus a bare node."""
+    sets: list[dict[str, str]] = [{}]
+    for _, _, labels, _ in FILTER_CASES:
+        if labels not in sets:
+            sets.append(labels)
+    return [make_node(f"node{i}", labels=labels) for i, labels in enumerate(sets)]
+
+
+@pytest.mark.parametrize(("name", "spec", "labels", "fits"), FILTER_CASES)
+def test_filter_vector_agrees_with_filter(
+    name: str, spec: dict[str, Any], labels: dict[str, str], fits: bool
+) -> None:
+    snapshot = make_snapshot(_label_zoo())
+    pod = make_pod("p", **spec)
+    pl = plugin()
+    state = CycleState()
+    _, pre = pl.pre_filter(state, pod, snapshot.list())
+    if pre is not None and pre.code == Code.SKIP:
+        return
+    assert_filter_vector_agrees(pl, state, pod, snapshot)
+    assert_filter_vector_agrees(pl, state, pod, snapshot)  # the memoised answer, too
+
+
+def test_filter_vector_with_added_affinity_agrees() -> None:
+    added = {REQ: {"nodeSelectorTerms": [{"matchExpressions": [expr("zone", "In", "foo")]}]}}
+    pl = plugin(added)
+    snapshot = make_snapshot(
+        [
+            make_node("n1", labels={"zone": "foo"}),
+            make_node("n2", labels={"zone": "bar", "x": "y"}),
+            make_node("n3", labels={"zone": "foo", "x": "y"}),
+        ]
+    )
+    for pod in (make_pod("p", nodeSelector={"x": "y"}), make_pod("q")):
+        state = CycleState()
+        pl.pre_filter(state, pod, snapshot.list())
+        assert_filter_vector_agrees(pl, state, pod, snapshot)
+
+
+def test_filter_vector_memo_follows_node_changes() -> None:
+    """A relabelled node, a pod bound to a node and a new row layout are all seen by the memo."""
+    snapshot = make_snapshot([make_node(f"n{i}", labels={"zone": "a" if i % 2 else "b"}) for i in range(6)])
+    pl = plugin()
+    pod = make_pod("p", nodeSelector={"zone": "a"})
+    state = CycleState()
+    pl.pre_filter(state, pod, snapshot.list())
+    rows = all_rows(snapshot)
+    assert pl.filter_vector(state, pod, snapshot, rows).tolist() == [False, True] * 3
+    snapshot.node_infos[0].set_node(make_node("n0", labels={"zone": "a"}))  # relabelled in place
+    snapshot.node_infos[1].add_pod(make_pod("x", nodeName="n1"))  # a bind: still matches
+    assert pl.filter_vector(state, pod, snapshot, rows).tolist() == [True, True, False, True, False, True]
+    snapshot.rebuild(snapshot.node_infos[:2])  # nodes removed: a new layout
+    assert pl.filter_vector(state, pod, snapshot, all_rows(snapshot)).tolist() == [True, True]
 
 
 @pytest.mark.parametrize(
