@@ -95,3 +95,34 @@ def test_truncate_message() -> None:
     long = "x" * 2000
     out = truncate_message(long)
     assert len(out) == 1024 and out.endswith(" ...")
+
+
+def test_shared_statuses_count_per_node_and_the_message_follows_postfilter() -> None:
+    shared = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "Insufficient cpu")
+    diag = Diagnosis()
+    for i in range(4):
+        diag.node_to_status.set(f"n{i}", shared)
+    fit = FitError(None, 5, diag)
+    assert str(fit) == "0/5 nodes are available: 4 Insufficient cpu."
+    diag.post_filter_msg = "preemption: not helpful"  # set after the first message, as PostFilter does
+    assert str(fit) == "0/5 nodes are available: 4 Insufficient cpu. preemption: not helpful"
+
+
+def test_infos_with_code_answers_without_a_walk_when_no_status_has_it() -> None:
+    from kopf_scheduler.framework.types import NodeInfo
+    from kopf_scheduler.testing.builders import make_node
+
+    infos = []
+    for i in range(3):
+        info = NodeInfo()
+        info.set_node(make_node(f"n{i}"))
+        infos.append(info)
+    statuses = NodeToStatus()
+    statuses.set("n0", Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "x"))
+    statuses.set("n1", Status(Code.UNSCHEDULABLE, "y"))
+    assert [i.name for i in statuses.infos_with_code(Code.UNSCHEDULABLE, infos)] == ["n1"]
+    statuses.set("n1", Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "y"))
+    assert statuses.infos_with_code(Code.UNSCHEDULABLE, infos) == []
+    # n2 is absent: it counts with the absent status's code.
+    statuses.set_absent_nodes_status(Status(Code.UNSCHEDULABLE, "z"))
+    assert [i.name for i in statuses.infos_with_code(Code.UNSCHEDULABLE, infos)] == ["n2"]

@@ -2,7 +2,9 @@
 
 Runs the default profile's scheduling cycle (PreFilter..Score, select host, assume, Reserve,
 Permit) for simple pods against an in-memory cache; binding is excluded because it is I/O.
-``python -m kopf_scheduler.bench.engine [--nodes 100 1000 5000] [--pods 300] [--profile]``
+``python -m kopf_scheduler.bench.engine [--nodes 100 1000 5000] [--pods 300] [--profile]``;
+``--cpu 64`` (more than a node's 32) times the failure path instead: diagnosis, FailedScheduling
+message and the preemption attempt, as in the Unschedulable workload.
 """
 
 from __future__ import annotations
@@ -48,11 +50,16 @@ def _setup(num_nodes: int, seed: int, disable: list[str]) -> tuple[Scheduler, Ca
 
 
 def bench(
-    num_nodes: int, num_pods: int, seed: int = 1, profile: bool = False, disable: list[str] | None = None
+    num_nodes: int,
+    num_pods: int,
+    seed: int = 1,
+    profile: bool = False,
+    disable: list[str] | None = None,
+    cpu: str = "100m",
 ) -> float:
     """Mean seconds per scheduling decision over ``num_pods`` simple pods."""
     sched, _ = _setup(num_nodes, seed, disable or [])
-    pods = [make_pod(f"pod-{i}", cpu="100m", memory="128Mi") for i in range(num_pods)]
+    pods = [make_pod(f"pod-{i}", cpu=cpu, memory="128Mi") for i in range(num_pods)]
 
     async def go() -> float:
         for p in pods[:20]:  # warm-up (imports, first snapshot)
@@ -86,11 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the largest size")
     parser.add_argument("--disable", nargs="*", default=[], metavar="PLUGIN", help="plugins to leave out")
+    parser.add_argument("--cpu", default="100m", help="each pod's cpu request (nodes have 32)")
     args = parser.parse_args(argv)
     print(f"{'nodes':>7}  {'ms/pod':>8}  {'pods/s':>8}")
     for i, n in enumerate(args.nodes):
         last = i == len(args.nodes) - 1
-        per_pod = bench(n, args.pods, args.seed, profile=args.profile and last, disable=args.disable)
+        per_pod = bench(
+            n, args.pods, args.seed, profile=args.profile and last, disable=args.disable, cpu=args.cpu
+        )
         print(f"{n:>7}  {per_pod * 1000:>8.3f}  {1 / per_pod:>8.0f}", flush=True)
     return 0
 

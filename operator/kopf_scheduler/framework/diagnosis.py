@@ -8,7 +8,7 @@ histogram, the histogram lines are ``"<count> <reason>"`` sorted as strings, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ from kopf_scheduler.framework.interface import Code, Status
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [
     "NOTE_LENGTH_LIMIT",
@@ -46,15 +47,17 @@ class NodeToStatus(Mapping[str, Status]):
     so preemption does not try nodes a PreFilter already ruled out).
     """
 
-    __slots__ = ("_lazy", "_statuses", "absent_nodes_status")
+    __slots__ = ("_codes", "_lazy", "_statuses", "absent_nodes_status")
 
     def __init__(self) -> None:
         self._statuses: dict[str, Status] = {}
+        self._codes: set[Code] = set()  # every code ever set (a superset once overwritten)
         self._lazy: list[Callable[[], None]] = []
         self.absent_nodes_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
     def set(self, node_name: str, status: Status) -> None:
         self._statuses[node_name] = status
+        self._codes.add(status.code)
 
     def defer(self, fill: Callable[[], None]) -> None:
         """Register work that fills in statuses only if someone reads them (vector filters)."""
@@ -82,6 +85,18 @@ class NodeToStatus(Mapping[str, Status]):
     def __len__(self) -> int:
         self._materialize()
         return len(self._statuses)
+
+    def infos_with_code(self, code: Code, infos: Sequence[NodeInfo]) -> list[NodeInfo]:
+        """``infos`` whose status (explicit or absent) has this code; at once when none can.
+
+        Preemption asks this for Unschedulable over every node; when every node was
+        Unresolvable (a request larger than any node) that was a lookup per node for nothing.
+        """
+        self._materialize()
+        if code not in self._codes and self.absent_nodes_status.code != code:
+            return []
+        get, absent = self._statuses.get, self.absent_nodes_status
+        return [info for info in infos if get(info.name, absent).code == code]
 
     def nodes_for_status_code(self, code: Code, all_nodes: list[str]) -> list[str]:
         """Node names whose status (explicit or absent) has this code (preemption's candidates)."""
@@ -115,31 +130,49 @@ class FitError(Exception):
         self.pod = pod
         self.num_all_nodes = num_all_nodes
         self.diagnosis = diagnosis
+        self._histogram: tuple[int, str] | None = None
 
     def __str__(self) -> str:
-        return fit_error_message(self.num_all_nodes, self.diagnosis)
+        # The message is asked for up to three times per failed attempt (before and after
+        # PostFilter, then for the event); its node histogram walks every node's status once.
+        statuses = self.diagnosis.node_to_status
+        size = len(statuses)
+        if self._histogram is None or self._histogram[0] != size:
+            self._histogram = (size, _histogram(self.num_all_nodes, statuses))
+        return _with_messages(self._histogram[1], self.num_all_nodes, self.diagnosis)
 
 
-def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+def _histogram(num_all_nodes: int, statuses: NodeToStatus) -> str:
+    """``3 Insufficient cpu, 2 node(s) had untolerated taint ...``: reasons counted over nodes."""
+    per_status: dict[int, tuple[Status, int]] = {}  # statuses are often shared by many nodes
+    for status in statuses.values():
+        hit = per_status.get(id(status))
+        per_status[id(status)] = (status, hit[1] + 1 if hit is not None else 1)
+    counts: dict[str, int] = {}
+    for status, n in per_status.values():
+        for reason in status.reasons:
+            counts[reason] = counts.get(reason, 0) + n
+    absent = num_all_nodes - len(statuses)
+    if absent > 0:
+        for reason in statuses.absent_nodes_status.reasons:
+            counts[reason] = counts.get(reason, 0) + absent
+    return ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
+
+
+def _with_messages(histogram: str, num_all_nodes: int, diagnosis: Diagnosis) -> str:
     msg = f"0/{num_all_nodes} nodes are available:"
     if diagnosis.pre_filter_msg:
         msg += f" {diagnosis.pre_filter_msg}."
-    else:
-        statuses = diagnosis.node_to_status
-        counts: dict[str, int] = {}
-        for status in statuses.values():
-            for reason in status.reasons:
-                counts[reason] = counts.get(reason, 0) + 1
-        absent = num_all_nodes - len(statuses)
-        if absent > 0:
-            for reason in statuses.absent_nodes_status.reasons:
-                counts[reason] = counts.get(reason, 0) + absent
-        histogram = sorted(f"{n} {reason}" for reason, n in counts.items())
-        if histogram:
-            msg += f" {', '.join(histogram)}."
+    elif histogram:
+        msg += f" {histogram}."
     if diagnosis.post_filter_msg:
         msg += f" {diagnosis.post_filter_msg}"
     return msg
+
+
+def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    histogram = "" if diagnosis.pre_filter_msg else _histogram(num_all_nodes, diagnosis.node_to_status)
+    return _with_messages(histogram, num_all_nodes, diagnosis)
 
 
 def truncate_message(message: str, limit: int = NOTE_LENGTH_LIMIT) -> str:

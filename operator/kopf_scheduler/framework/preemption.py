@@ -287,19 +287,14 @@ class Evaluator:
         node_statuses: Mapping[str, Status],
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
         """Dry-run on the nodes the filters found Unschedulable (not Unresolvable)."""
-        absent = _absent_status(node_statuses)
-        # Mapping.__contains__ + __getitem__ on a NodeToStatus re-check its deferred fills and
-        # raise/catch KeyError per absent node; one plain dict lookup per node answers the same.
-        status_for: Callable[[str], Status]
-        if isinstance(node_statuses, NodeToStatus):
-            status_for = node_statuses.status_for
-        else:
-
-            def status_for(name: str) -> Status:
-                return node_statuses.get(name, absent)
-
         unschedulable = Code.UNSCHEDULABLE
-        potential = [info for info in all_nodes if status_for(info.name).code == unschedulable]
+        if isinstance(node_statuses, NodeToStatus):
+            potential = node_statuses.infos_with_code(unschedulable, all_nodes)
+        else:
+            absent = _absent_status(node_statuses)
+            potential = [
+                info for info in all_nodes if node_statuses.get(info.name, absent).code == unschedulable
+            ]
         if not potential:
             return [], {}, []
         pdbs = parse_pdbs(self.handle.objects.get("PodDisruptionBudget"))

@@ -549,7 +549,19 @@ class Framework:
             diagnosis.unschedulable_plugins.add(p.name)
             node_infos = [infos[r] for r in rows.tolist()]
 
-            def fill(p: Any = p, node_infos: list[NodeInfo] = node_infos) -> None:
+            def fill(p: Any = p, node_infos: list[NodeInfo] = node_infos, rows: np.ndarray = rows) -> None:
+                # A plugin may compute its statuses for many rows at once (shared per outcome).
+                bulk = getattr(p, "filter_statuses", None)
+                many = bulk(state, pod, self.snapshot, rows) if bulk is not None else None
+                if many is not None:
+                    seen: set[int] = set()
+                    for info, status in zip(node_infos, many, strict=True):
+                        statuses.set(info.name, status)
+                        if id(status) not in seen:
+                            seen.add(id(status))
+                            _filter_failure(p, status)
+                            diagnosis.add_plugin_status(status)
+                    return
                 for info in node_infos:
                     status = self._filter_status(p, state, pod, info)
                     if status is None:  # vector and per-node disagree: a plugin bug, say so

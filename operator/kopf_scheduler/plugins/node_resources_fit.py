@@ -362,6 +362,62 @@ class NodeResourcesFit(Plugin):
             ok &= alloc[:, col] - used[:, col] >= amount
         return ok if rows is None else ok[rows]
 
+    def filter_statuses(
+        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, rows: np.ndarray
+    ) -> list[Status] | None:
+        """``filter``'s statuses for rejected rows, computed column-wise; one Status per distinct
+        outcome, shared by its rows (statuses are read-only once reported).
+
+        What a FailedScheduling message costs: a pod that fits nowhere among 5,000 nodes paid a
+        Python ``filter`` call per node (~0.1 s) to say ``5000 Insufficient cpu``.
+        """
+        request = self._request(state)
+        if request is None or not len(rows):
+            return None
+        arrays = snapshot.arrays
+        alloc, used = arrays.allocatable[rows], arrays.requested[rows]
+        # (reason, insufficient, unresolvable) in fits_request's order: pods, cpu, memory,
+        # ephemeral-storage, then scalars by name.
+        checks: list[tuple[str, np.ndarray, np.ndarray | None]] = [
+            ("Too many pods", used[:, 3] + 1 > alloc[:, 3], None)
+        ]
+        amounts = (request.milli_cpu, request.memory, request.ephemeral_storage)
+        if any(amounts) or request.scalar:
+            labels = ("cpu", "memory", "ephemeral-storage")
+            for col, (label, amount) in enumerate(zip(labels, amounts, strict=True)):
+                if amount > 0:
+                    short = amount > alloc[:, col] - used[:, col]
+                    checks.append((f"Insufficient {label}", short, amount > alloc[:, col]))
+            for name in sorted(request.scalar):
+                amount = request.scalar[name]
+                if amount == 0 or _is_ignored(name, self.ignored, self.ignored_groups):
+                    continue
+                scol = arrays.columns.get(name)
+                if scol is None or scol < 4:
+                    zeros = np.zeros(len(rows), dtype=np.int64)
+                    cap, have = zeros, zeros
+                else:
+                    cap, have = alloc[:, scol], used[:, scol]
+                checks.append((f"Insufficient {name}", amount > cap - have, amount > cap))
+        if len(checks) > 62:  # one bit each in an int64 key
+            return None
+        key = np.zeros(len(rows), dtype=np.int64)
+        unresolvable = np.zeros(len(rows), dtype=bool)
+        for bit, (_, short, beyond) in enumerate(checks):
+            key |= short.astype(np.int64) << bit
+            if beyond is not None:
+                unresolvable |= short & beyond
+        key |= unresolvable.astype(np.int64) << len(checks)
+        outcomes, inverse = np.unique(key, return_inverse=True)
+        made: list[Status] = []
+        for outcome in outcomes.tolist():
+            reasons = [reason for bit, (reason, _, _) in enumerate(checks) if outcome >> bit & 1]
+            if not reasons:
+                return None  # a row that fits: not a rejected row; let the per-node path say so
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if outcome >> len(checks) & 1 else Code.UNSCHEDULABLE
+            made.append(Status(code, *reasons))
+        return [made[i] for i in inverse.tolist()]
+
     # -- PreScore / Score --
 
     def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from node_plugin_helpers import (
     assert_filter_vector_agrees,
@@ -554,6 +555,70 @@ def test_vector_agrees_on_random_cluster(strategy: str) -> None:
         assert_filter_vector_agrees(plugin, state, pod, snapshot)
         plugin.pre_score(state, pod, snapshot.list())
         assert_score_vector_agrees(plugin, state, pod, snapshot)
+
+
+def assert_filter_statuses_agree(plugin: NodeResourcesFit, state: CycleState, pod: Any, snapshot: Any) -> int:
+    """``filter_statuses`` on the rejected rows says what ``filter`` says, node by node."""
+    per_node = [plugin.filter(state, pod, info) for info in snapshot.list()]
+    rejected = np.array([i for i, st in enumerate(per_node) if st is not None], dtype=np.int64)
+    if not rejected.size:
+        return 0
+    bulk = plugin.filter_statuses(state, pod, snapshot, rejected[::-1])
+    assert bulk is not None
+    for row, status in zip(rejected[::-1].tolist(), bulk, strict=True):
+        expected = per_node[row]
+        assert expected is not None
+        assert (status.code, status.reasons) == (expected.code, expected.reasons), snapshot.list()[row].name
+    return len(rejected)
+
+
+def test_filter_statuses_agree_on_random_cluster() -> None:
+    rng = random.Random(11)
+    nodes = [
+        make_node(
+            f"n{i}",
+            cpu=f"{rng.randint(0, 4000)}m",
+            memory=str(rng.randint(0, 16) * 2**28),
+            pods=str(rng.randint(0, 4)),
+            extra={EXT: str(rng.randint(0, 3)), "ephemeral-storage": str(rng.randint(0, 9))}
+            if rng.random() < 0.5
+            else {},
+        )
+        for i in range(80)
+    ]
+    pods = [
+        req_pod({"cpu": f"{rng.randint(0, 1500)}m"}, name=f"e{j}", node_name=nodes[rng.randrange(80)].name)
+        for j in range(120)
+    ]
+    snapshot = make_snapshot(nodes, pods)
+    plugin = fit()
+    compared = 0
+    for k in range(60):
+        req: dict[str, str] = {} if k % 7 == 0 else {"cpu": f"{rng.randint(0, 5000)}m"}
+        if k % 2:
+            req["memory"] = str(rng.randint(0, 20) * 2**28)
+        if k % 3 == 0:
+            req[EXT] = str(rng.randint(1, 4))
+        if k % 4 == 0:
+            req["ephemeral-storage"] = str(rng.randint(1, 12))
+        if k % 5 == 0:
+            req["example.com/nowhere"] = "1"  # no node offers it: unresolvable everywhere
+        pod = req_pod(req) if req else make_pod(f"q{k}")
+        state = CycleState()
+        plugin.pre_filter(state, pod, snapshot.list())
+        compared += assert_filter_statuses_agree(plugin, state, pod, snapshot)
+    assert compared > 500  # the cases above reject plenty of nodes, for every reason
+
+
+def test_filter_statuses_share_one_status_per_outcome() -> None:
+    snapshot = make_snapshot([small_node(f"n{i}") for i in range(5)])
+    plugin = fit()
+    pod = req_pod({"cpu": "11m"})
+    state = CycleState()
+    plugin.pre_filter(state, pod, snapshot.list())
+    bulk = plugin.filter_statuses(state, pod, snapshot, np.arange(5))
+    assert bulk is not None and len({id(s) for s in bulk}) == 1
+    assert bulk[0].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and bulk[0].reasons == ["Insufficient cpu"]
 
 
 # --- args -------------------------------------------------------------------------------------------
