@@ -49,6 +49,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
         assert result["startup_seconds"] > 0
         assert result["cpu"]["scheduler_measured"] >= 0 and result["cpu"]["apiserver_measured"] > 0
         assert result["memory"]["scheduler_peak_rss_mb"] > 0
+        assert result["cpu"]["scheduler_runqueue_wait_measured"] >= 0  # Linux schedstat
         # What the apiserver was asked meanwhile: the runner's 20 creates, the scheduler's 20 binds,
         # and a Scheduled event per pod from both real schedulers (raw-bind posts none).
         requests = result["apiserver_requests"]

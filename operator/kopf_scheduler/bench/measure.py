@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -281,6 +282,29 @@ class ProcessSampler:
         except psutil.Error:
             pass
         return self._last_cpu
+
+    def runqueue_wait_seconds(self) -> float | None:
+        """Seconds this process's threads (and its children's) spent runnable but waiting for a CPU.
+
+        From ``/proc/<pid>/task/*/schedstat`` (Linux). On a saturated machine it tells a scheduler
+        starved of CPU from one waiting on the apiserver; None where schedstat is not available.
+        """
+        total = 0.0
+        found = False
+        try:
+            procs = [self.proc, *self.proc.children(recursive=True)]
+        except psutil.Error:
+            return None
+        for p in procs:
+            try:
+                tasks = Path(f"/proc/{p.pid}/task").iterdir()
+                for task in tasks:
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        total += int((task / "schedstat").read_text().split()[1]) / 1e9
+                        found = True
+            except OSError:
+                continue
+        return total if found else None
 
     def _sample(self) -> None:
         try:

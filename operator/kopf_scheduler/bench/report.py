@@ -73,6 +73,7 @@ def _rows(results: Sequence[Result]) -> list[list[str]]:
                 _fmt(_get(r, "cpu", "others_measured")),
                 _fmt(_machine_ms_per_pod(r)),
                 _fmt(_get(r, "events", "posted_in_measured_phase"), 0),
+                _fmt(_get(r, "cpu", "scheduler_runqueue_wait_measured")),
             ]
         )
     return rows
@@ -108,6 +109,7 @@ def results_table(results: Sequence[Result]) -> str:
         "workload", "scheduler", "bound", "thr avg", "thr p50", "thr p90", "thr p99", "overall",
         "lat p50 ms", "lat p99 ms", "first bind s", "sched CPU s", "sched CPU s (all)", "RSS MB",
         "apiserver CPU s", "others CPU s", "all CPU ms/pod", "events in phase",
+        "sched CPU wait s",
     ]  # fmt: skip
     return _markdown(header, _rows(results))
 

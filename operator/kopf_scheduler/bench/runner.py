@@ -255,6 +255,7 @@ async def _measure(
             sum(runner.cpu_times()[:2]),
             _machine_busy(),
         )
+        wait0 = sampler.runqueue_wait_seconds()
         load0 = os.getloadavg()[0]
         measure_start = time.monotonic()
         if args.backlog:
@@ -272,6 +273,7 @@ async def _measure(
             sum(runner.cpu_times()[:2]),
             _machine_busy(),
         )
+        wait1 = sampler.runqueue_wait_seconds()
         requests1 = await api.request_counts()
         events_posted = requests1.get("POST events", 0.0) - requests0.get("POST events", 0.0)
         # Events are informational and may be posted after the binds (ours does so on purpose);
@@ -337,6 +339,10 @@ async def _measure(
             "others_measured": (cpu1[4] - cpu0[4])
             - sum(b - a for a, b in zip(cpu0[:4], cpu1[:4], strict=True)),
             "machine_capacity_measured": (measure_end - measure_start) * (os.cpu_count() or 1),
+            # Runnable but not running: the scheduler waiting for a CPU the others held.
+            "scheduler_runqueue_wait_measured": (
+                wait1 - wait0 if wait0 is not None and wait1 is not None else None
+            ),
         }
         # What the measured phase asked of the apiserver (the runner's own POSTs and watch included).
         result["events"] = {
