@@ -9,7 +9,12 @@ def _result(scheduler: str, average: float, **cpu: float) -> dict[str, object]:
     return {
         "workload": "W",
         "scheduler": scheduler,
-        "measured": {"bound": 1000, "count": 1000, "throughput": {"average": average}, "latency": {}},
+        "measured": {
+            "bound": 1000,
+            "count": 1000,
+            "throughput": {"average": average, "overall": average / 2},
+            "latency": {},
+        },
         "cpu": cpu,
         "events": {"posted_in_measured_phase": 990.0},
     }
@@ -51,6 +56,7 @@ def test_repeat_table_lists_each_run_and_the_medians() -> None:
     assert cells["thr avg ours/ref, each run"] == "1.50, 1.00, 0.90"
     assert cells["median ours/ref"] == "1.00"
     assert cells["median ours/ceiling"] == "0.50"
+    assert cells["overall ours/ref, each run"] == "1.50, 1.00, 0.90"
     assert cells["median all-CPU/pod ours/ref"] == "0.83"  # 10 ms against 12 ms per pod
     # And the per-run tables tell the repeats apart.
     assert "W #2" in report.ratio_table(results) and "W #3" in report.results_table(results)
