@@ -259,6 +259,20 @@ async def test_informer_survives_parser_exceptions_other_than_object_error() -> 
 # --- HTTP client --------------------------------------------------------------------------------
 
 
+async def _fake_apiserver(
+    handle: Any, method: str = "*", path: str = "/{tail:.*}"
+) -> tuple[web.AppRunner, Credentials]:
+    """An aiohttp server on a free loopback port answering with ``handle``, and credentials for it."""
+    app = web.Application()
+    app.router.add_route(method, path, handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[KubeClusterClient, list[tuple[str, str, Any, str]]]]:
     calls: list[tuple[str, str, Any, str]] = []
@@ -277,14 +291,7 @@ async def server() -> AsyncIterator[tuple[KubeClusterClient, list[tuple[str, str
         status, payload = responses.get((request.method, request.path), (200, {}))
         return web.json_response(payload, status=status)
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    creds = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    runner, creds = await _fake_apiserver(handle)
     client = KubeClusterClient(ApiClient(creds, max_in_flight=4), instance="kopf-scheduler-test")
     client.responses = responses  # type: ignore[attr-defined]
     yield client, calls
@@ -478,14 +485,7 @@ async def test_profile_resync_retries_a_fresh_apiservers_429() -> None:
         status, payload = answers.pop(0)
         return web.json_response(payload, status=status)
 
-    app = web.Application()
-    app.router.add_route("GET", PROFILES_PATH, handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    creds = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    runner, creds = await _fake_apiserver(handle, "GET", PROFILES_PATH)
     runtime = SchedulerRuntime(Options(standalone=True, metrics_port=None), credentials=creds)
     try:
         await runtime.resync_profiles()
