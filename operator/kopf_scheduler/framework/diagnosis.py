@@ -8,7 +8,7 @@ histogram, the histogram lines are ``"<count> <reason>"`` sorted as strings, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -85,6 +85,11 @@ class NodeToStatus(Mapping[str, Status]):
     def __len__(self) -> int:
         self._materialize()
         return len(self._statuses)
+
+    def values(self) -> ValuesView[Status]:
+        """The statuses at once: Mapping's default looks every node up again."""
+        self._materialize()
+        return self._statuses.values()
 
     def infos_with_code(self, code: Code, infos: Sequence[NodeInfo]) -> list[NodeInfo]:
         """``infos`` whose status (explicit or absent) has this code; at once when none can.

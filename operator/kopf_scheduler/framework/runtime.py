@@ -554,13 +554,13 @@ class Framework:
                 bulk = getattr(p, "filter_statuses", None)
                 many = bulk(state, pod, self.snapshot, rows) if bulk is not None else None
                 if many is not None:
-                    seen: set[int] = set()
+                    reported: dict[int, Status] = {}  # one framework status per shared plugin status
                     for info, status in zip(node_infos, many, strict=True):
-                        statuses.set(info.name, status)
-                        if id(status) not in seen:
-                            seen.add(id(status))
-                            _filter_failure(p, status)
-                            diagnosis.add_plugin_status(status)
+                        shown = reported.get(id(status))
+                        if shown is None:
+                            shown = reported[id(status)] = _filter_failure(p, status)
+                            diagnosis.add_plugin_status(shown)
+                        statuses.set(info.name, shown)
                     return
                 for info in node_infos:
                     status = self._filter_status(p, state, pod, info)
