@@ -13,7 +13,6 @@ runs through a small wrapper (``_WRAPPER``) that patches ``KubeClusterClient.bin
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -201,7 +200,6 @@ class World:
         self.core = kubernetes.client.CoreV1Api(
             kubernetes.config.new_client_from_config(str(plane.kubeconfig))
         )
-        self.created = 0
         plane.kubectl("create", "namespace", self.ns)
         self.node_names = [f"f{self.tag}-{i}" for i in range(NODES)]
         create(plane, *(node(n, cpu=NODE_CPU, labels={"t": self.tag}) for n in self.node_names))
@@ -219,22 +217,9 @@ class World:
         )
         return names
 
-    def pods_async(self, prefix: str, count: int, rate: float = 0.0) -> threading.Thread:
-        """Create pods from a thread: all at once, or one request at a time at ``rate`` per second."""
-        if not rate:
-            thread = threading.Thread(target=self.pods, args=(prefix, count), daemon=True)
-        else:
-
-            def trickle() -> None:
-                for i in range(count):
-                    raw = pod(
-                        f"{prefix}-{i}", self.ns, cpu=POD_CPU, memory="16Mi", node_selector={"t": self.tag}
-                    )
-                    self.core.create_namespaced_pod(self.ns, raw)  # type: ignore[arg-type]
-                    self.created += 1
-                    time.sleep(1.0 / rate)
-
-            thread = threading.Thread(target=trickle, daemon=True)
+    def pods_async(self, prefix: str, count: int) -> threading.Thread:
+        """Create pods from a thread, all at once."""
+        thread = threading.Thread(target=self.pods, args=(prefix, count), daemon=True)
         thread.start()
         return thread
 
@@ -242,7 +227,11 @@ class World:
         return check(fetch_state(str(self.plane.kubeconfig)), namespaces=[self.ns], check_stranded=True)
 
     def bound_count(self) -> int:
-        return sum(1 for p in self.core.list_namespaced_pod(self.ns).items if p.spec and p.spec.node_name)
+        return self.created_and_bound()[1]
+
+    def created_and_bound(self) -> tuple[int, int]:
+        items = self.core.list_namespaced_pod(self.ns).items
+        return len(items), sum(1 for p in items if p.spec and p.spec.node_name)
 
     def settle(self, done: Callable[[Report], bool], timeout: float = 40.0) -> Report:
         """Poll the checker until ``done`` and no pending pod of ours lacks a reason."""
@@ -277,15 +266,22 @@ def test_sigkill_during_bind_burst(world: World, sa_kubeconfig: Path) -> None:
     """SIGKILL the scheduler three times while pods arrive and bind; each restart must finish the job."""
     s = world.scheduler(sa_kubeconfig, "kill").start()
     s.wait_ready()
-    creator = world.pods_async("p", BURST, rate=40.0)
+    batch = 40
     kills: list[tuple[int, int]] = []  # (created, bound) at each kill
-    for _ in range(3):
-        time.sleep(random.uniform(0.1, 0.4))
-        kills.append((world.created, world.bound_count()))
+    for k in range(3):
+        # SIGKILL as soon as the scheduler is seen binding a batch that is still being created:
+        # it dies mid-burst, with pods created, scheduled, or bound a moment ago. (A trickle at
+        # 40/s and a kill at a random moment no longer caught it busy: it binds each pod within
+        # milliseconds of its creation.) Counted once the batch is in, while nothing can bind.
+        before = world.bound_count()
+        creator = world.pods_async(f"p{k}", batch)
+        wait_for(lambda b=before: world.bound_count() > b, 30, interval=0.02, what="binds of the batch")
         s.kill()
+        creator.join(60)
+        kills.append(world.created_and_bound())
         s.start()
         s.wait_ready()
-    creator.join(60)
+    world.pods("p3", BURST - 3 * batch)
     report = world.settle(lambda r: r.bound >= NODES * SLOTS_PER_NODE)
     _print("sigkill-during-binds", f"{len(kills)} SIGKILLs at (created, bound) {kills}", report)
     assert any(bound < min(created, NODES * SLOTS_PER_NODE) for created, bound in kills), kills
