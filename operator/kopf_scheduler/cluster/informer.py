@@ -18,25 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-import aiohttp
-
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.client import ApiClient, Gone, _error, list_page
+from kopf_scheduler.cluster.client import ApiClient, Gone
 from kopf_scheduler.framework.client import ApiError
-
-_loads: Callable[[bytes], Any]
-try:  # faster than json on a listing, and decodes the bytes without a str copy
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - optional dependency
-    _loads = json.loads
 
 __all__ = ["Informer", "InformerHandlers", "ResourceKind", "object_key"]
 
@@ -94,53 +85,6 @@ def _gc_paused() -> Iterator[None]:
             # counting when a pod goes away.
             gc.freeze()
             gc.enable()
-
-
-async def _list_pages(
-    api: ApiClient, path: str, params: Mapping[str, str], page_size: int
-) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
-    """``ApiClient.list_pages`` reading bytes and decoding them with orjson when installed.
-
-    A listing is the one large response the scheduler reads (75 MB for 50,000 pods): no str copy,
-    no idle deadline on a transfer that progresses, and the 401-retry and error mapping of
-    ``ApiClient.request``.
-    """
-    query = dict(params)
-    query["limit"] = str(page_size)
-    what = f"LIST {path}"
-    timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=api.request_timeout, sock_read=api.request_timeout
-    )
-    while True:
-        for attempt in (0, 1):
-            try:
-                async with api.session.get(
-                    api.server + path,
-                    params=query,
-                    headers=api.credentials.headers(),
-                    timeout=timeout,
-                    proxy=api.credentials.info.proxy_url,
-                ) as resp:
-                    body = await resp.read()
-                    status = resp.status
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
-            if status == 401 and attempt == 0 and api.credentials.token_file:
-                api.credentials.reload()
-                continue
-            if status >= 400:
-                raise _error(status, body.decode("utf-8", "replace"), what)
-            break
-        try:
-            data = _loads(body)
-        except ValueError as exc:
-            raise ApiError(f"{what}: undecodable response: {exc}") from exc
-        del body
-        items, version, token = list_page(data)
-        yield items, version
-        if not token:
-            return
-        query["continue"] = token
 
 
 @dataclass(frozen=True)
@@ -252,11 +196,7 @@ class Informer(Generic[T]):
         async def fetch() -> None:
             path = self.resource.path
             try:
-                if type(self.api).list_pages is ApiClient.list_pages:
-                    listing = _list_pages(self.api, path, params, self.page_size)
-                else:  # a test double
-                    listing = self.api.list_pages(path, params, self.page_size)
-                async for page in listing:
+                async for page in self.api.list_pages(path, params, self.page_size):
                     await pages.put(page)
                 await pages.put(None)
             except Exception as exc:  # handed to the consumer, which raises it
