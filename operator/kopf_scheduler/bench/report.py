@@ -114,10 +114,14 @@ def results_table(results: Sequence[Result]) -> str:
     return _markdown(header, _rows(results))
 
 
-def _ratio(a: Any, b: Any) -> str:
+def _quotient(a: Any, b: Any) -> float | None:
     if not isinstance(a, int | float) or not isinstance(b, int | float) or not b:
-        return "-"
-    return f"{a / b:.2f}"
+        return None
+    return float(a) / float(b)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return _fmt(_quotient(a, b), 2)
 
 
 def ratio_table(results: Sequence[Result]) -> str:
@@ -149,12 +153,6 @@ def ratio_table(results: Sequence[Result]) -> str:
             ]
         )
     return _markdown(header, rows)
-
-
-def _quotient(a: Any, b: Any) -> float | None:
-    if not isinstance(a, int | float) or not isinstance(b, int | float) or not b:
-        return None
-    return float(a) / float(b)
 
 
 def _median(values: Sequence[float]) -> float | None:
