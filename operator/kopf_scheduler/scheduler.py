@@ -24,7 +24,7 @@ import numpy as np
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec, default_profile
-from kopf_scheduler.framework.client import ClusterClient, Conflict, NotFound
+from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -649,6 +649,8 @@ class Scheduler:
                 self.cache.finish_binding(assumed)
             except Exception:
                 log.exception("finish_binding of %s failed", assumed.key)
+            if not is_success(status) and await self._bind_landed(assumed, host, status):
+                status = None
             self.metrics.binding(is_success(status), self.clock() - bind_start)
             if not is_success(status):
                 assert status is not None
@@ -688,6 +690,27 @@ class Scheduler:
                     log.exception("recording Scheduled for %s failed", pod.key)
         finally:
             self._event_workers -= 1
+
+    async def _bind_landed(self, pod: PodSpec, host: str, status: Status | None) -> bool:
+        """Did a bind that reported an API error bind the pod to ``host`` after all?
+
+        A lost response (timeout, reset after sending) or a 409 from a retry may hide a Binding the
+        apiserver applied. Forgetting the assumed pod then would free its room on the node until
+        the watch shows the pod there, and another pod could take it: an overcommitted node
+        (seen under injected bind faults). So read the pod back; only a pod bound to ``host`` is a
+        success, and when the read fails too the failure path runs as before.
+        """
+        error = status.error if status is not None else None
+        if not isinstance(error, ApiError) or isinstance(error, NotFound):
+            return False
+        try:
+            landed = await self.client.bound_node(pod) == host
+        except Exception as exc:
+            log.warning("reading back %s after a failed bind failed: %s", pod.key, exc)
+            return False
+        if landed:
+            log.info("pod %s was bound to %s despite the error: %s", pod.key, host, error)
+        return landed
 
     def _binding_failure(
         self,

@@ -517,3 +517,17 @@ def test_run_imports_kopf_without_the_optional_clients() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+async def test_bound_node_reads_the_pod_back_and_checks_its_uid(server: Any) -> None:
+    client, _ = server
+    path = "/api/v1/namespaces/ns/pods/p"
+    client.responses[("GET", path)] = (200, {"metadata": {"uid": "uid-1"}, "spec": {"nodeName": "n3"}})
+    assert await client.bound_node(_pod()) == "n3"
+    client.responses[("GET", path)] = (200, {"metadata": {"uid": "uid-2"}, "spec": {"nodeName": "n3"}})
+    assert await client.bound_node(_pod()) == ""  # a recreated pod of that name is not ours
+    client.responses[("GET", path)] = (200, {"metadata": {"uid": "uid-1"}, "spec": {}})
+    assert await client.bound_node(_pod()) == ""
+    client.responses[("GET", path)] = (404, {"message": "gone"})
+    with pytest.raises(NotFound):
+        await client.bound_node(_pod())

@@ -202,6 +202,49 @@ async def test_api_error_on_bind_is_a_scheduler_error_and_requeued() -> None:
     assert sum(queue.pending_pods().values()) == 1
 
 
+async def test_bind_whose_response_was_lost_keeps_its_room() -> None:
+    """The Binding landed but its response was lost: the pod is read back as bound, so it stays
+    accounted on its node (no forget) until the watch confirms it, and nothing else takes its room."""
+    sched, cache, queue, client = setup(nodes=1, cpu="2")
+    client.on_bind = None  # the watch has not shown the bind yet
+    real_bind = client.bind
+
+    async def lost(pod: PodSpec, node: str) -> None:
+        await real_bind(pod, node)
+        raise ApiError("injected: timeout after the Binding was sent", 0)
+
+    client.bind = lost  # type: ignore[method-assign]
+    first = make_pod("first", cpu="2")
+    queue.add(first)
+    await drain(sched)
+    assert client.bindings == {first.key: "n0"} and cache.is_assumed(first.uid)
+    assert client.failed_messages(first.key) == []
+    assert [e.reason for e in client.events] == ["Scheduled"]
+    assert sum(queue.pending_pods().values()) == 0
+    client.bind = real_bind  # type: ignore[method-assign]
+    second = make_pod("second", cpu="1")
+    queue.add(second)
+    await drain(sched)
+    assert second.key not in client.bindings  # n0 is full: first still holds its 2 CPUs
+    assert client.failed_messages(second.key) != []
+
+
+async def test_bind_error_whose_read_back_fails_too_is_requeued() -> None:
+    sched, cache, queue, client = setup()
+    pod = make_pod("p", cpu="1")
+    client.fail_bind[pod.key] = ApiError("connection reset", 0)
+
+    async def unreadable(pod: PodSpec) -> str:
+        raise ApiError("read back failed too", 503)
+
+    client.bound_node = unreadable  # type: ignore[method-assign]
+    queue.add(pod)
+    await drain(sched)
+    assert not cache.is_assumed(pod.uid)
+    assert client.conditions[pod.key][0] == "SchedulerError"
+    assert sum(queue.pending_pods().values()) == 1
+
+
 def test_tie_break_is_random_but_seeded() -> None:
     def pick(seed: int) -> list[int]:
         sched, *_ = setup(seed=seed)

@@ -351,6 +351,14 @@ class KubeClusterClient:
         }
         await self.api.request("POST", _pod_path(pod.namespace, pod.name, "binding"), body=body)
 
+    async def bound_node(self, pod: PodSpec) -> str:
+        raw = await self.api.request("GET", _pod_path(pod.namespace, pod.name))
+        meta = raw.get("metadata") or {}
+        uid = _real_uid(pod)
+        if uid and meta.get("uid") != uid:
+            return ""  # another pod of that name now: ours is not bound anywhere
+        return str((raw.get("spec") or {}).get("nodeName") or "")
+
     # --- events and conditions ----------------------------------------------------------------
 
     async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:

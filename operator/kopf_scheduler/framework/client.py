@@ -38,6 +38,14 @@ class ClusterClient(Protocol):
         """POST ``pods/binding``; raise Conflict, NotFound or ApiError."""
         ...
 
+    async def bound_node(self, pod: PodSpec) -> str:
+        """The node this pod (this uid) is bound to now, "" if none; raise NotFound or ApiError.
+
+        Read back after a bind whose outcome is unknown (its response lost, or a 409 that may be
+        our own earlier attempt): until the watch shows the bind, that is the only way to know.
+        """
+        ...
+
     async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
         """Normal ``Scheduled`` event: ``Successfully assigned ns/name to node``."""
         ...

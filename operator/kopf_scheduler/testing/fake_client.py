@@ -55,6 +55,11 @@ class FakeClusterClient:
         if self.on_bind is not None:
             self.on_bind(pod, node_name)
 
+    async def bound_node(self, pod: PodSpec) -> str:
+        if pod.key in self.missing:
+            raise NotFound(f'pods "{pod.name}" not found', 404)
+        return self.bindings.get(pod.key, "")
+
     async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
         msg = f"Successfully assigned {pod.key} to {node_name}"
         self.events.append(RecordedEvent("Normal", "Scheduled", pod.key, msg))
