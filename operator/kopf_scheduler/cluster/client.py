@@ -114,11 +114,23 @@ class ApiClient:
         self._limit = asyncio.Semaphore(max_in_flight)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
+        self._tls: tuple[Any, ...] = ()
+        self._retired: list[aiohttp.ClientSession] = []
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        tls = self.credentials.tls_material
+        if self._session is not None and not self._session.closed and tls != self._tls:
+            # The credentials now carry another client certificate or CA (an exec plugin may issue
+            # certificates): new connections need a new SSL context. Requests in flight on the old
+            # session finish; it is closed after a grace period.
+            old, self._session = self._session, None
+            self._retired.append(old)
+            asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, self._retire, old)
         if self._session is None or self._session.closed:
             info = self.credentials.info
+            self._tls = tls
             # HTTP/1.1: one connection per request in flight (client-go multiplexes one HTTP/2
             # connection instead), so keep them open between bursts rather than pay a TLS handshake
             # on both sides each time aiohttp's 15 s default expires. 60 s stays under
@@ -134,7 +146,17 @@ class ApiClient:
             )
         return self._session
 
+    def _retire(self, old: aiohttp.ClientSession) -> None:
+        if old in self._retired:
+            self._retired.remove(old)
+            task = asyncio.get_running_loop().create_task(old.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
+        while self._retired:
+            await self._retired.pop().close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -182,8 +204,10 @@ class ApiClient:
         what: str,
     ) -> bytes:
         """The response body as bytes; errors mapped; one retry after a 401 (token rotation)."""
+        creds = self.credentials
         for attempt in (0, 1):
-            headers = dict(self.credentials.headers())
+            headers = dict(await creds.headers())
+            used = creds.loaded
             if data is not None:
                 headers["Content-Type"] = content_type
             try:
@@ -194,14 +218,14 @@ class ApiClient:
                     params=params,
                     headers=headers,
                     timeout=timeout,
-                    proxy=self.credentials.info.proxy_url,
+                    proxy=creds.info.proxy_url,
+                    server_hostname=creds.tls_server_name,
                 ) as resp:
                     raw = await resp.read()
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
-            if status == 401 and attempt == 0 and self.credentials.token_file:
-                self.credentials.reload()
+            if status == 401 and attempt == 0 and await creds.rejected(used):
                 continue
             if status >= 400:
                 raise _error(status, raw.decode("utf-8", "replace"), what)
@@ -255,17 +279,23 @@ class ApiClient:
             resourceVersion=resource_version,
             timeoutSeconds=str(timeout_seconds),
         )
-        headers = dict(self.credentials.headers())
+        creds = self.credentials
+        headers = dict(await creds.headers())
+        used = creds.loaded
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.request_timeout, sock_read=timeout_seconds + 30
         )
-        proxy = self.credentials.info.proxy_url
         try:
             async with self.session.get(
-                self.server + path, params=query, headers=headers, timeout=timeout, proxy=proxy
+                self.server + path,
+                params=query,
+                headers=headers,
+                timeout=timeout,
+                proxy=creds.info.proxy_url,
+                server_hostname=creds.tls_server_name,
             ) as resp:
-                if resp.status == 401 and self.credentials.token_file:
-                    self.credentials.reload()
+                if resp.status == 401:
+                    await creds.rejected(used)  # the informer's next watch (or re-list) uses the new one
                 if resp.status >= 400:
                     raise _error(resp.status, await resp.text(), f"WATCH {path}")
                 buffer = b""

@@ -417,12 +417,25 @@ class SchedulerRuntime:
 
 _OPTIONS = Options()
 _RUNTIME: SchedulerRuntime | None = None
+_CREDENTIALS: Credentials | None = None
 
 
-def configure(options: Options) -> None:
-    """Set the options before Kopf starts (``run.py``); ``kopf run -m`` uses the defaults/env."""
-    global _OPTIONS
+def configure(options: Options, credentials: Credentials | None = None) -> None:
+    """Set the options (and credentials already loaded) before Kopf starts (``run.py``).
+
+    ``kopf run -m`` uses the defaults/env and loads the credentials at its first login.
+    """
+    global _OPTIONS, _CREDENTIALS
     _OPTIONS = options
+    _CREDENTIALS = credentials
+
+
+def _credentials(opts: Options) -> Credentials:
+    """One Credentials for Kopf's logins and our client: an exec plugin runs once per expiry, not twice."""
+    global _CREDENTIALS
+    if _CREDENTIALS is None:
+        _CREDENTIALS = load_credentials(opts.kubeconfig, opts.context)
+    return _CREDENTIALS
 
 
 def _env_options() -> Options:
@@ -437,8 +450,8 @@ def _env_options() -> Options:
 
 @kopf.on.login()
 def login(**_: Any) -> kopf.ConnectionInfo:
-    opts = _env_options()
-    creds = _RUNTIME.credentials if _RUNTIME is not None else load_credentials(opts.kubeconfig, opts.context)
+    """Kopf calls this at start, when ``expiration`` passes, and after a 401: all reload it."""
+    creds = _RUNTIME.credentials if _RUNTIME is not None else _credentials(_env_options())
     return creds.connection_info()
 
 
@@ -471,7 +484,7 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     since = process_age()
     if since is not None:
         logger.info("Kopf started the operator %.2fs after the process started", since)
-    runtime = SchedulerRuntime(opts)
+    runtime = SchedulerRuntime(opts, _credentials(opts))
     await runtime.ensure_peering_object()
     await runtime.start()
     _RUNTIME = runtime

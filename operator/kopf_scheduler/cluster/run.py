@@ -71,8 +71,9 @@ def _without_optional_clients() -> Iterator[None]:
     """Import Kopf without the ``kubernetes`` and ``pykube`` clients it probes for.
 
     Kopf imports both when installed, to recognise their objects in ``kopf.adopt()`` and the like
-    and to offer them as fallback login handlers; the scheduler uses neither (it has its own client
-    and ``on.login``). Importing them was ~0.3 s of a start-up that is also a failover's cost.
+    and to offer them as fallback login handlers; the scheduler needs neither there (it has its own
+    client and ``on.login``; ``connection.py`` imports only ``kubernetes``' config loaders, later).
+    Importing them during Kopf's import was ~0.3 s of a start-up that is also a failover's cost.
     A ``None`` in ``sys.modules`` makes that import raise ImportError, Kopf's documented "not
     installed" path; anything importing them later gets them.
     """
@@ -107,6 +108,13 @@ def run(args: argparse.Namespace) -> int:
 
         from kopf_scheduler.cluster import operator
         from kopf_scheduler.cluster.leader import start_priority
+    from kopf_scheduler.cluster.connection import load_credentials
+
+    try:  # before Kopf starts: a kubeconfig that cannot work is a one-line error, not a traceback
+        credentials = load_credentials(args.kubeconfig, args.context)
+    except kopf.LoginError as exc:
+        print(f"kopf-scheduler: cannot log in to the cluster: {exc}", file=sys.stderr)
+        return 1
 
     options = operator.Options(
         kubeconfig=args.kubeconfig,
@@ -122,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         event_workers=args.event_workers,
         namespaces=tuple(args.namespace),
     )
-    operator.configure(options)
+    operator.configure(options, credentials)
     kopf.configure(verbose=args.verbose, debug=args.debug)
     if not (args.verbose or args.debug):
         logging.getLogger("kopf").setLevel(logging.WARNING)
