@@ -97,21 +97,41 @@ def structural_schema(schema: Mapping[str, Any], defs: Mapping[str, Any] | None 
 def _status_schema() -> dict[str, Any]:
     condition = {
         "type": "object",
+        "description": "One aspect of the profile's state (metav1.Condition).",
         "required": ["type", "status"],
         "properties": {
-            "type": {"type": "string"},
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-            "reason": {"type": "string"},
-            "message": {"type": "string"},
-            "observedGeneration": {"type": "integer", "format": "int64"},
-            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "type": {"type": "string", "description": "The condition's type: Ready."},
+            "status": {
+                "type": "string",
+                "enum": ["True", "False", "Unknown"],
+                "description": "True while the profile schedules pods; False when its spec was rejected.",
+            },
+            "reason": {
+                "type": "string",
+                "description": "Why, in one CamelCase word: Active, InvalidProfile or Conflict.",
+            },
+            "message": {"type": "string", "description": "Why, for humans: the rejected fields and errors."},
+            "observedGeneration": {
+                "type": "integer",
+                "format": "int64",
+                "description": "The metadata.generation this condition was set for.",
+            },
+            "lastTransitionTime": {
+                "type": "string",
+                "format": "date-time",
+                "description": "When the status last changed.",
+            },
         },
     }
     return {
         "type": "object",
         "description": "What the scheduler made of the spec.",
         "properties": {
-            "observedGeneration": {"type": "integer", "format": "int64"},
+            "observedGeneration": {
+                "type": "integer",
+                "format": "int64",
+                "description": "The metadata.generation the scheduler last read.",
+            },
             "scoreStrategy": {"type": "string", "description": "NodeResourcesFit scoring strategy in force."},
             "activeGeneration": {
                 "type": "integer",
@@ -120,12 +140,26 @@ def _status_schema() -> dict[str, Any]:
             },
             "conditions": {
                 "type": "array",
+                "description": "The profile's conditions; Ready tells whether the last spec was accepted.",
                 "items": condition,
                 "x-kubernetes-list-type": "map",
                 "x-kubernetes-list-map-keys": ["type"],
             },
         },
     }
+
+
+# The descriptions every Kubernetes object's schema gives these two fields.
+_API_VERSION = (
+    "APIVersion defines the versioned schema of this representation of an object. Servers should convert "
+    "recognized schemas to the latest internal value, and may reject unrecognized values. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+)
+_KIND = (
+    "Kind is a string value representing the REST resource this object represents. Servers may infer "
+    "this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+)
 
 
 def crd_manifest() -> dict[str, Any]:
@@ -166,10 +200,13 @@ def crd_manifest() -> dict[str, Any]:
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
+                            "description": "A scheduling profile that kopf-scheduler serves under "
+                            "spec.schedulerName, like a profile of kube-scheduler's configuration.",
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {"type": "string", "description": _API_VERSION},
+                                "kind": {"type": "string", "description": _KIND},
+                                # The apiserver forbids anything else here; explain shows ObjectMeta's.
                                 "metadata": {"type": "object"},
                                 "spec": spec,
                                 "status": _status_schema(),

@@ -87,31 +87,98 @@ class _Model(BaseModel):
 
 
 class PluginRef(_Model):
-    """One plugin in a plugin set; ``weight`` is used at Score (0 or unset means 1)."""
+    """A plugin by name, with its weight where one applies (only Score plugins have weights)."""
 
-    name: str = Field(min_length=1)
-    weight: int | None = Field(default=None, ge=0, le=MAX_WEIGHT)
+    name: str = Field(min_length=1, description="The plugin's name, as registered (e.g. NodeResourcesFit).")
+    weight: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_WEIGHT,
+        description="The plugin's weight; used only at the Score extension point. Unset or 0 means 1.",
+    )
 
 
 class PluginSet(_Model):
-    enabled: list[PluginRef] = Field(default_factory=list)
-    disabled: list[PluginRef] = Field(default_factory=list)
+    """Plugins to enable and default plugins to disable at one extension point.
+
+    When both lists are empty, the extension point keeps its default plugins.
+    """
+
+    enabled: list[PluginRef] = Field(
+        default_factory=list,
+        description="Plugins to enable besides the defaults; they run after the default plugins, in "
+        "the order listed here.",
+    )
+    disabled: list[PluginRef] = Field(
+        default_factory=list,
+        description='Default plugins to disable; a single entry named "*" disables all of them.',
+    )
 
 
 class Plugins(_Model):
-    pre_enqueue: PluginSet = Field(default_factory=PluginSet)
-    queue_sort: PluginSet = Field(default_factory=PluginSet)
-    pre_filter: PluginSet = Field(default_factory=PluginSet)
-    filter: PluginSet = Field(default_factory=PluginSet)
-    post_filter: PluginSet = Field(default_factory=PluginSet)
-    pre_score: PluginSet = Field(default_factory=PluginSet)
-    score: PluginSet = Field(default_factory=PluginSet)
-    reserve: PluginSet = Field(default_factory=PluginSet)
-    permit: PluginSet = Field(default_factory=PluginSet)
-    pre_bind: PluginSet = Field(default_factory=PluginSet)
-    bind: PluginSet = Field(default_factory=PluginSet)
-    post_bind: PluginSet = Field(default_factory=PluginSet)
-    multi_point: PluginSet = Field(default_factory=PluginSet)
+    """Plugins per extension point, merged into the defaults.
+
+    An extension point left out keeps its default plugins. Enabled plugins run after the defaults;
+    to run one earlier, disable the defaults there and enable them again in the wanted order.
+    """
+
+    pre_enqueue: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins run before a pod is added to the scheduling queue; a pod waits while one "
+        "rejects it.",
+    )
+    queue_sort: PluginSet = Field(
+        default_factory=PluginSet,
+        description="The plugin that orders pods in the scheduling queue; exactly one must be in force.",
+    )
+    pre_filter: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins run at the PreFilter extension point, once per pod before filtering.",
+    )
+    filter: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins that rule out the nodes that cannot run the pod.",
+    )
+    post_filter: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins run after filtering, only when no node fits the pod (e.g. preemption).",
+    )
+    pre_score: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins run before scoring, once per pod.",
+    )
+    score: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins that rank the nodes that passed filtering; their scores are weighted and "
+        "summed.",
+    )
+    reserve: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins that reserve resources once a node is chosen, and release them if the pod "
+        "is not bound.",
+    )
+    permit: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins that may hold back or deny the binding of a pod.",
+    )
+    pre_bind: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins run just before a pod is bound (e.g. binding its volumes).",
+    )
+    bind: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins that bind the pod to its node, in order; the first one that succeeds ends "
+        "the list.",
+    )
+    post_bind: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins run after a pod has been bound.",
+    )
+    multi_point: PluginSet = Field(
+        default_factory=PluginSet,
+        description="Plugins enabled at every extension point they implement: the simple way to "
+        "configure a plugin.",
+    )
 
     def point(self, camel: str) -> PluginSet:
         ps: PluginSet = getattr(self, _SNAKE[camel])
@@ -122,19 +189,53 @@ _SNAKE = {to_camel(name): name for name in Plugins.model_fields}
 
 
 class PluginConfig(_Model):
-    name: str = Field(min_length=1)
-    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments handed to a plugin when it is created (once, however many extension points it serves)."""
+
+    name: str = Field(min_length=1, description="The name of the plugin these arguments are for.")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The plugin's arguments (its *Args type, e.g. NodeResourcesFitArgs); the plugin "
+        "validates them. Omitted fields take the plugin's defaults.",
+    )
 
 
 class SchedulerProfileSpec(_Model):
     """One profile (``KubeSchedulerProfile``) plus our per-profile queue backoff settings."""
 
-    scheduler_name: str = Field(min_length=1)
-    percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
-    pod_initial_backoff_seconds: float = Field(default=1.0, gt=0)
-    pod_max_backoff_seconds: float = Field(default=10.0, gt=0)
-    plugins: Plugins | None = None
-    plugin_config: list[PluginConfig] = Field(default_factory=list)
+    scheduler_name: str = Field(
+        min_length=1,
+        description="The scheduler name this profile serves: pods whose spec.schedulerName equals it "
+        "are scheduled with this profile.",
+    )
+    percentage_of_nodes_to_score: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Stop looking for feasible nodes once this percentage of all nodes has been found "
+        "feasible (but never fewer than 100 nodes); e.g. 30 in a 500-node cluster stops at 150. Unset or "
+        "0 means adaptive: from 50% in small clusters down to 5% in large ones.",
+    )
+    pod_initial_backoff_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="The first backoff of a pod that could not be scheduled, in seconds; it doubles at "
+        "each further attempt. Default 1.",
+    )
+    pod_max_backoff_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="The longest backoff of a pod that could not be scheduled, in seconds; at least "
+        "podInitialBackoffSeconds. Default 10.",
+    )
+    plugins: Plugins | None = Field(
+        default=None,
+        description="Plugins to enable or disable per extension point, on top of the default plugins. "
+        "An extension point with neither keeps its defaults.",
+    )
+    plugin_config: list[PluginConfig] = Field(
+        default_factory=list,
+        description="Arguments per plugin; a plugin without an entry uses its default arguments.",
+    )
 
     _resolved: ResolvedPlugins | None = PrivateAttr(default=None)
 
