@@ -1,15 +1,27 @@
-# kopf-scheduler image: `docker build -t kopf-scheduler:0.1.0 .`
+# kopf-scheduler image: `podman build -t kopf-scheduler:0.1.0 .` (or `docker build`).
 # Two stages: wheels are built with the toolchain, the runtime image carries only the venv.
-FROM python:3.11-slim AS build
+# BASE: any image with Python >= 3.11 as `python3` (with venv/ensurepip). The default is the
+# official image; `scripts/image` builds the same from Debian's packages with mmdebstrap where no
+# image registry is reachable, and passes it as `--build-arg BASE=...`.
+ARG BASE=python:3.11-slim
+
+FROM ${BASE} AS build
 WORKDIR /src
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
+RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
 COPY operator ./operator
-RUN pip install .
+# The optional build secret `pip-ca` is a CA bundle for pip, for networks whose TLS is intercepted
+# (`--secret id=pip-ca,src=/etc/ssl/certs/ca-certificates.crt`); it is not kept in the image.
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi; pip install .
+# Never used at run time: pip and setuptools, and the kubernetes package's asyncio client (68 MB; we
+# use only its config loaders, and nothing imports kubernetes.aio). The image test runs the result.
+RUN pip uninstall --quiet --yes pip setuptools \
+    && rm -rf /opt/venv/lib/python3*/site-packages/kubernetes/aio
 
-FROM python:3.11-slim
+FROM ${BASE}
 ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 COPY --from=build /opt/venv /opt/venv
 USER 65532:65532
