@@ -56,7 +56,7 @@ async def test_exec_plugin_token_is_cached_until_it_expires(tmp_path: Path) -> N
     creds = _exec_credentials(plugin, tmp_path / "kubeconfig", clock)
     assert await creds.headers() == {"Authorization": "Bearer first"}
     assert plugin.calls == 1
-    info = creds.connection_info(max_age=1e9)
+    info = creds.info
     assert info.server == "https://10.0.0.1:6443" and info.token == "first"
     expires = creds.expires_at()
     assert expires is not None and 590 < expires - clock.now <= 601  # Kopf re-logs in at this time
@@ -76,14 +76,13 @@ async def test_exec_plugin_token_is_cached_until_it_expires(tmp_path: Path) -> N
     assert plugin.calls == 2  # a burst of requests that found it expired ran the plugin once
 
 
-def test_kopf_login_reloads_unless_just_loaded(tmp_path: Path) -> None:
+def test_kopf_logins_after_the_first_load_anew(tmp_path: Path) -> None:
     plugin = ExecPlugin(tmp_path / "plugin", "first")
     clock = Clock(1000.0)
     creds = _exec_credentials(plugin, tmp_path / "kubeconfig", clock)
-    assert creds.connection_info().token == "first" and plugin.calls == 1  # the start-up login
+    assert creds.connection_info().token == "first" and plugin.calls == 1  # start-up: the loaded one
     plugin.set("second")
-    clock.now += 60  # Kopf logs in again after a 401: its credential is no good, so reload
-    info = creds.connection_info()
+    info = creds.connection_info()  # Kopf logs in again only after a 401 or past the expiration
     assert info.token == "second" and plugin.calls == 2
     assert info.expiration is not None
 
@@ -102,9 +101,15 @@ async def test_a_failing_refresh_keeps_the_old_credential(tmp_path: Path) -> Non
     clock.now = 1e10  # long expired
     plugin.fail("boom")
     assert await creds.headers() == {"Authorization": "Bearer first"}
+    assert plugin.calls == 2
     plugin.fail(None)
     plugin.set("second")
+    for _ in range(3):  # not run again by every request
+        assert await creds.headers() == {"Authorization": "Bearer first"}
+    assert plugin.calls == 2
+    clock.now += connection.RETRY_SECONDS
     assert await creds.headers() == {"Authorization": "Bearer second"}
+    assert plugin.calls == 3
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,9 @@ FILE_REFRESH_SECONDS = 60.0
 # Renew an expiring credential this long before its expiry, so no request leaves with a token that
 # expires in flight (client-go's exec authenticator renews on expiry; this margin only avoids 401s).
 EXPIRY_MARGIN_SECONDS = 2.0
+# After a failed reload, keep the old credential this long before the next attempt: a broken plugin
+# must not be run again by every request.
+RETRY_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Credentials:
         self._lock = threading.Lock()
         self._alock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self.loads = 0
+        self._given_to_kopf = False
         self._set(info if isinstance(info, Loaded) else Loaded(info))
 
     def _set(self, loaded: Loaded) -> None:
@@ -78,6 +82,14 @@ class Credentials:
         self.loaded_at = self._clock()
         self._headers = loaded.info.as_http_headers()
         self.loads += 1
+        # When to load again, computed once: every request asks (``stale()``).
+        due = float("inf")
+        expires = self.expires_at()
+        if expires is not None:
+            due = expires - EXPIRY_MARGIN_SECONDS
+        if loaded.reload_every is not None:
+            due = min(due, self.loaded_at + loaded.reload_every)
+        self._due = due if self._source is not None else float("inf")
 
     @property
     def server(self) -> str:
@@ -105,14 +117,7 @@ class Credentials:
 
     def stale(self) -> bool:
         """Expired (within the margin) or, for rotating files, older than the reload period."""
-        if self._source is None:
-            return False
-        now = self._clock()
-        expires = self.expires_at()
-        if expires is not None and now >= expires - EXPIRY_MARGIN_SECONDS:
-            return True
-        every = self.loaded.reload_every
-        return every is not None and now - self.loaded_at >= every
+        return self._clock() >= self._due
 
     def reload(self, *, unless_newer_than: Loaded | None = None) -> None:
         """Load again (blocking). With ``unless_newer_than``, skip if another caller already replaced it."""
@@ -152,17 +157,20 @@ class Credentials:
             await asyncio.to_thread(self.reload, unless_newer_than=seen)
         except kopf.LoginError as exc:
             # Keep the old credential: the request goes out and fails visibly (401 -> ApiError),
-            # and the next request tries again; the scheduler never stops on a refresh failure.
+            # and a request after RETRY_SECONDS tries again; a refresh failure never stops the scheduler.
             logger.error("Reloading the credentials failed: %s", exc)
+            self._due = self._clock() + RETRY_SECONDS
 
-    def connection_info(self, max_age: float = 5.0) -> kopf.ConnectionInfo:
+    def connection_info(self) -> kopf.ConnectionInfo:
         """For Kopf's login handler (runs in a thread; blocking is fine there).
 
-        Kopf logs in again when ``expiration`` passes and after a 401; either way the credential it
-        held is no good, so reload unless ours was loaded moments ago (the first login at start-up).
+        Kopf logs in at start-up, then again only when ``expiration`` has passed or after a 401:
+        then the credential it held is no good, and handing back an equal one would make Kopf
+        discard it ("ran out of valid credentials"), so every login after the first loads anew.
         """
-        if self._source is not None and (self.stale() or self._clock() - self.loaded_at > max_age):
+        if self._source is not None and (self._given_to_kopf or self.stale()):
             self.reload()
+        self._given_to_kopf = True
         return self.info
 
 
