@@ -256,3 +256,31 @@ def test_run_with_a_broken_kubeconfig_is_a_clean_error(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert result.stderr.startswith("kopf-scheduler: cannot log in to the cluster: ")
     assert "credentials expired" in result.stderr
+
+
+def _self_signed_pem(tmp_path: Path, name: str) -> bytes:
+    key, cert = tmp_path / f"{name}.key", tmp_path / f"{name}.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert.read_bytes()
+
+
+async def test_new_tls_material_gets_a_new_session_and_the_old_one_is_closed(tmp_path: Path) -> None:
+    """An exec plugin may issue certificates: connections after a reload must use the new material."""
+    cas = iter([_self_signed_pem(tmp_path, "ca1"), _self_signed_pem(tmp_path, "ca2")])
+
+    def source() -> connection.Loaded:
+        return connection.Loaded(kopf.ConnectionInfo(server="https://127.0.0.1:9", ca_data=next(cas)))
+
+    creds = Credentials(source(), source)
+    api = ApiClient(creds)
+    first = api.session
+    assert api.session is first  # same material: same session
+    creds.reload()
+    second = api.session
+    assert second is not first and not first.closed  # requests in flight on the old one may finish
+    await api.close()
+    assert first.closed and second.closed
