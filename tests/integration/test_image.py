@@ -1,10 +1,11 @@
 """The built image, run as the Deployment runs it, against the local control plane (opt-in).
 
-Opt in with ``KOPF_SCHEDULER_IMAGE_TEST=1`` (``scripts/test`` sets it after ``scripts/image setup``);
-skipped with the reason where podman is missing. The test builds the image with ``scripts/image``
-(the README's install path), then starts containers with the Deployment's args, env, user,
-read-only root and dropped capabilities, and the manifests' ServiceAccount token, CA and namespace
-mounted where the kubelet mounts them, so the scheduler finds its credentials in-cluster.
+Opt in with ``KOPF_SCHEDULER_IMAGE_TEST=1`` (``.ci/run`` does, and ``scripts/test`` then runs
+``scripts/image setup``); skipped with the reason where podman is missing. The test builds the
+image with ``scripts/image`` (the README's install path), then starts containers with the
+Deployment's args, env, user, read-only root and dropped capabilities, and the manifests'
+ServiceAccount token, CA and namespace mounted where the kubelet mounts them, so the scheduler
+finds its credentials in-cluster.
 
 One deviation, forced by running without a pod network: the containers share the host's network
 namespace (the apiserver listens on loopback and its certificate names 127.0.0.1), so each replica
@@ -47,7 +48,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
         os.environ.get("KOPF_SCHEDULER_IMAGE_TEST") != "1",
-        reason="image test is opt-in: KOPF_SCHEDULER_IMAGE_TEST=1 (scripts/test sets it on CI)",
+        reason="image test is opt-in: KOPF_SCHEDULER_IMAGE_TEST=1 (.ci/run sets it)",
     ),
     pytest.mark.skipif(
         shutil.which("podman") is None,

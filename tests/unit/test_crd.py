@@ -117,9 +117,10 @@ def test_every_field_is_described_for_kubectl_explain() -> None:
     assert "spec.schedulerName" in spec["schedulerName"]["description"]  # the reference's meaning
     score = spec["plugins"]["properties"]["score"]
     assert "rank the nodes" in score["description"]  # the field's own text, not PluginSet's docstring
-    assert "Score extension point" in score["properties"]["enabled"]["items"]["properties"]["weight"][
-        "description"
-    ]
+    assert (
+        "Score extension point"
+        in score["properties"]["enabled"]["items"]["properties"]["weight"]["description"]
+    )
 
 
 def test_unsupported_schema_is_rejected() -> None:
