@@ -180,6 +180,18 @@ def test_insecure_and_basic_auth(tmp_path: Path) -> None:
     assert info.as_http_headers() == {"Authorization": "Basic " + base64.b64encode(b"u:p").decode()}
 
 
+def test_oidc_auth_provider_id_token(tmp_path: Path) -> None:
+    """An unexpired OIDC id-token is used as it is (refreshing one needs the identity provider)."""
+
+    def b64(data: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    jwt = f"{b64({'alg': 'RS256'})}.{b64({'exp': int(time.time()) + 3600, 'sub': 'me'})}.c2ln"
+    provider = {"name": "oidc", "config": {"id-token": jwt, "client-id": "kubernetes"}}
+    creds = from_kubeconfig(_kubeconfig(tmp_path / "kubeconfig", {"auth-provider": provider}))
+    assert creds.info.as_http_headers() == {"Authorization": f"Bearer {jwt}"}
+
+
 def test_kubeconfig_env_lists_are_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _kubeconfig(tmp_path / "a", {"token": "from-a"})
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'absent'}:{first}")
