@@ -72,6 +72,8 @@ def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[Clus
         actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"))
     if _annotations(old) != _annotations(new):
         actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"))
+    if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
+        actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeDeclaredFeatureChange"))
     return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
 
 

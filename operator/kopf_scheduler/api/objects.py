@@ -121,6 +121,7 @@ class NodeSpec:
     allocatable: Resource = field(default_factory=Resource)
     unschedulable: bool = False
     images: tuple[tuple[tuple[str, ...], int], ...] = ()  # (names, sizeBytes)
+    declared_features: tuple[str, ...] = ()  # status.declaredFeatures, as listed (kubelet sorts it)
     resource_version: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -642,6 +643,9 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
         allocatable=parse_resource_list(allocatable_raw, "status.allocatable"),
         unschedulable=bool(spec.get("unschedulable")),
         images=tuple(images),
+        declared_features=tuple(
+            str(f) for f in as_list(status.get("declaredFeatures"), "status.declaredFeatures")
+        ),
         resource_version=str(meta.get("resourceVersion") or ""),
         raw=obj,
     )
