@@ -410,18 +410,14 @@ class ResourceAllocationScorer:
         self.use_requested = use_requested
 
     def pod_requests(self, pod: PodSpec) -> list[int]:
-        """``calculatePodResourceRequestList``."""
-        out = []
-        for name in self.names:
-            if name == CPU:
-                out.append(pod.requests.milli_cpu if self.use_requested else pod.non_zero_cpu)
-            elif name == MEMORY:
-                out.append(pod.requests.memory if self.use_requested else pod.non_zero_memory)
-            elif name == EPHEMERAL_STORAGE:
-                out.append(pod.requests.ephemeral_storage)
-            else:
-                out.append(pod.requests.scalar.get(name, 0))
-        return out
+        """``calculatePodResourceRequestList``.
+
+        BalancedAllocation (``use_requested``) reads the status-aware requests with pod-level
+        resources; NodeResourcesFit's scorer is built without those options in the reference, so
+        it reads container-level spec requests with per-container cpu/memory defaults.
+        """
+        res = pod.requests if self.use_requested else pod.score_requests
+        return [res.get(name) for name in self.names]
 
     def _alloc_used(self, info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
         """``calculateResourceAllocatableRequest``: (allocatable, already requested on the node)."""
