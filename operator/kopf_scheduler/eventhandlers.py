@@ -37,6 +37,7 @@ OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
     "PersistentVolume": EventResource.PV,
     "StorageClass": EventResource.STORAGE_CLASS,
     "CSINode": EventResource.CSI_NODE,
+    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
     "PodDisruptionBudget": EventResource.PDB,
 }
 

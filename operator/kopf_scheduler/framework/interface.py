@@ -178,6 +178,7 @@ class EventResource(enum.StrEnum):
     PV = "PersistentVolume"
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
+    VOLUME_ATTACHMENT = "VolumeAttachment"
     PDB = "PodDisruptionBudget"
     WILDCARD = "*"
 
