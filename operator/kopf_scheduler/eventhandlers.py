@@ -38,6 +38,8 @@ OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
     "StorageClass": EventResource.STORAGE_CLASS,
     "CSINode": EventResource.CSI_NODE,
     "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
+    "CSIDriver": EventResource.CSI_DRIVER,
+    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
     "PodDisruptionBudget": EventResource.PDB,
 }
 

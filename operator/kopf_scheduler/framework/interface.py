@@ -179,6 +179,8 @@ class EventResource(enum.StrEnum):
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
     VOLUME_ATTACHMENT = "VolumeAttachment"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     PDB = "PodDisruptionBudget"
     WILDCARD = "*"
 

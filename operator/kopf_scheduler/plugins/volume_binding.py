@@ -405,7 +405,43 @@ class VolumeBinding(Plugin):
                 ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
                 self._after_csi_node_change,
             ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE), self._after_csi_driver_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE),
+                self._after_storage_capacity_change,
+            ),
         ]
+
+    @staticmethod
+    def _after_storage_capacity_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        """Queue for a new CSIStorageCapacity or one whose volume limit grew."""
+        if old is None:
+            return QueueingHint.QUEUE
+
+        def limit(capacity: Mapping[str, Any]) -> Any:
+            size = capacity.get("maximumVolumeSize")
+            return size if size is not None else capacity.get("capacity")
+
+        old_limit, new_limit = limit(old), limit(new)
+        if new_limit is not None and (
+            old_limit is None or math.ceil(quantity(new_limit)) > math.ceil(quantity(old_limit))
+        ):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_csi_driver_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        """Queue a pod with an inline CSI volume of a driver that stopped tracking capacity."""
+        name = meta(new).get("name")
+        for vol in pod.volumes:
+            csi = vol.get("csi")
+            if not isinstance(csi, Mapping) or csi.get("driver") != name:
+                continue
+            if spec(old).get("storageCapacity") is True and spec(new).get("storageCapacity") is not True:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _after_csi_node_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:

@@ -748,3 +748,50 @@ def test_non_claim_volumes_are_ignored() -> None:
     plugin, _ = _plugin([pvc("pvc-a", "wait-sc", bound_pv="pv-a")], [pv("pv-a", "wait-sc")], nodes)
     _, statuses = _filter_all(plugin, pod, nodes)
     assert statuses == [None]
+
+
+def _hints(plugin: VolumeBinding) -> dict[tuple[EventResource, ActionType], Any]:
+    return {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
+
+
+def test_storage_capacity_hint() -> None:
+    """isSchedulableAfterCSIStorageCapacityChange: new objects, or a volume limit that grew."""
+    hint = _hints(_plugin()[0])[(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE)]
+    pod = pod_with_claims("pvc-a")
+
+    def cap(capacity: str | None = None, maximum: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"metadata": {"name": "c", "namespace": "default"}, "storageClassName": "x"}
+        if capacity is not None:
+            out["capacity"] = capacity
+        if maximum is not None:
+            out["maximumVolumeSize"] = maximum
+        return out
+
+    assert hint(pod, None, cap("10Gi")) == QueueingHint.QUEUE
+    assert hint(pod, cap(), cap("10Gi")) == QueueingHint.QUEUE  # capacity set
+    assert hint(pod, cap("10Gi"), cap("10Gi", "20Gi")) == QueueingHint.QUEUE  # maximumVolumeSize set
+    assert hint(pod, cap("10Gi"), cap("20Gi")) == QueueingHint.QUEUE
+    assert hint(pod, cap("20Gi", "10Gi"), cap("20Gi")) == QueueingHint.QUEUE  # maximumVolumeSize unset
+    assert hint(pod, cap("10Gi"), cap("10Gi")) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, cap("10Gi", "20Gi"), cap("20Gi")) == QueueingHint.QUEUE_SKIP  # equal limits
+    assert hint(pod, cap("20Gi"), cap("10Gi")) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, cap("10Gi", "20Gi"), cap("10Gi", "10Gi")) == QueueingHint.QUEUE_SKIP
+
+
+def test_csi_driver_hint() -> None:
+    """isSchedulableAfterCSIDriverChange: a driver of an inline CSI volume stops tracking capacity."""
+    hint = _hints(_plugin()[0])[(EventResource.CSI_DRIVER, ActionType.UPDATE)]
+
+    def driver(name: str, capacity: bool | None) -> dict[str, Any]:
+        body: dict[str, Any] = {} if capacity is None else {"storageCapacity": capacity}
+        return {"metadata": {"name": name}, "spec": body}
+
+    pod = pod_with("p", {"name": "v", "csi": {"driver": "test-driver"}})
+    assert hint(pod, driver("test-driver", True), driver("test-driver", None)) == QueueingHint.QUEUE
+    assert hint(pod, driver("test-driver", True), driver("test-driver", False)) == QueueingHint.QUEUE
+    assert hint(pod, driver("test-driver", None), driver("test-driver", True)) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, driver("test-driver", False), driver("test-driver", True)) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, driver("other", True), driver("other", False)) == QueueingHint.QUEUE_SKIP
+    assert hint(pod_with("p"), driver("test-driver", True), driver("test-driver", False)) == (
+        QueueingHint.QUEUE_SKIP
+    )
