@@ -37,6 +37,9 @@ OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
     "PersistentVolume": EventResource.PV,
     "StorageClass": EventResource.STORAGE_CLASS,
     "CSINode": EventResource.CSI_NODE,
+    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
+    "CSIDriver": EventResource.CSI_DRIVER,
+    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
     "PodDisruptionBudget": EventResource.PDB,
 }
 
@@ -72,6 +75,8 @@ def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[Clus
         actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"))
     if _annotations(old) != _annotations(new):
         actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"))
+    if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
+        actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeDeclaredFeatureChange"))
     return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
 
 

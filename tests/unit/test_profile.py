@@ -69,7 +69,29 @@ def custom(**plugins: Any) -> dict[str, Any]:
 def test_default_plugins_and_weights_match_the_reference() -> None:
     merged = merge_plugins(None)
     enabled = [(p.name, p.weight) for p in merged.multi_point.enabled]
-    assert enabled[0] == ("SchedulingGates", None)
+    # v1.37.2 getDefaultPlugins + applyFeatureGates (NodeDeclaredFeatures GA, appended last),
+    # less DynamicResources (not implemented here).
+    assert enabled == [
+        ("SchedulingGates", None),
+        ("PrioritySort", None),
+        ("NodeName", None),
+        ("NodeUnschedulable", None),
+        ("TaintToleration", 3),
+        ("NodeAffinity", 2),
+        ("NodePorts", None),
+        ("NodeResourcesFit", 1),
+        ("VolumeRestrictions", None),
+        ("NodeVolumeLimits", None),
+        ("VolumeBinding", None),
+        ("VolumeZone", None),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
+        ("DefaultPreemption", None),
+        ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
+        ("DefaultBinder", None),
+        ("NodeDeclaredFeatures", None),
+    ]
     weights = {n: w for n, w in enabled if w is not None}
     assert weights == {
         "TaintToleration": 3,
@@ -81,7 +103,6 @@ def test_default_plugins_and_weights_match_the_reference() -> None:
         "ImageLocality": 1,
     }
     assert "DynamicResources" not in [n for n, _ in DEFAULT_MULTI_POINT]
-    assert enabled[-1] == ("DefaultBinder", None)
     assert set(IN_TREE) >= {n for n, _ in DEFAULT_MULTI_POINT}
 
 

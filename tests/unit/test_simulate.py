@@ -38,7 +38,7 @@ def test_insufficient_cpu(capsys: pytest.CaptureFixture[str]) -> None:
 def test_mixed_reasons_are_counted_and_sorted(capsys: pytest.CaptureFixture[str]) -> None:
     pods = run_json(capsys, str(EX / "mixed_reasons.yaml"), NO_PREEMPTION)
     assert pods["shop/web"]["message"] == (
-        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable."
     )
 

@@ -12,7 +12,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["QuantityError", "milli_value", "parse_quantity", "value"]
+__all__ = ["QuantityError", "ceil_milli", "ceil_value", "milli_value", "parse_quantity", "value"]
 
 
 class QuantityError(ValueError):
@@ -95,6 +95,16 @@ def _ceil(number: Fraction) -> int:
 
 def _saturate(number: int) -> int:
     return max(-SATURATED, min(SATURATED, number))
+
+
+def ceil_milli(number: Fraction) -> int:
+    """``MilliValue()`` of an already parsed (or summed) quantity."""
+    return _saturate(_ceil(number * 1000))
+
+
+def ceil_value(number: Fraction) -> int:
+    """``Value()`` of an already parsed (or summed) quantity."""
+    return _saturate(_ceil(number))
 
 
 def milli_value(text: str | int | float) -> int:

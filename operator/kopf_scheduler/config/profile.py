@@ -58,13 +58,15 @@ EXTENSION_POINTS: dict[str, tuple[str, ...]] = {
     "postBind": ("post_bind",),
 }
 
-# The reference's getDefaultPlugins (v1), without DynamicResources and the removed cloud
-# volume-limit plugins; (name, weight) where weight matters only for Score plugins.
+# The reference's getDefaultPlugins (v1.37.2) with its default feature gates applied:
+# NodeDeclaredFeatures (GA) is appended last. DynamicResources (weight 2, before
+# DefaultPreemption there) is left out: we do not implement DRA. (name, weight) where weight
+# matters only for Score plugins.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
-    ("NodeUnschedulable", None),
     ("NodeName", None),
+    ("NodeUnschedulable", None),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", None),
@@ -79,6 +81,7 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 )
 
 

@@ -178,6 +178,9 @@ class EventResource(enum.StrEnum):
     PV = "PersistentVolume"
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
+    VOLUME_ATTACHMENT = "VolumeAttachment"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     PDB = "PodDisruptionBudget"
     WILDCARD = "*"
 
@@ -195,6 +198,7 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_TOLERATIONS = 512
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
     UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    UPDATE_NODE_DECLARED_FEATURE = 8192  # 4096 is the queue's UPDATE_POD_OTHER
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE
         | UPDATE_NODE_LABEL
@@ -207,6 +211,7 @@ class ActionType(enum.IntFlag):
         | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
         | UPDATE_POD_GENERATED_RESOURCE_CLAIM
         | 4096
+        | UPDATE_NODE_DECLARED_FEATURE
     )
     ALL = ADD | DELETE | UPDATE
 

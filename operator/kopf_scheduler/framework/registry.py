@@ -37,6 +37,7 @@ IN_TREE: dict[str, str] = {
     "VolumeRestrictions": _P + "volume_restrictions:VolumeRestrictions",
     "VolumeZone": _P + "volume_zone:VolumeZone",
     "NodeVolumeLimits": _P + "node_volume_limits:NodeVolumeLimits",
+    "NodeDeclaredFeatures": _P + "node_declared_features:NodeDeclaredFeatures",
     "DefaultPreemption": _P + "default_preemption:DefaultPreemption",
 }
 

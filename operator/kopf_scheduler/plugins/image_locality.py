@@ -2,7 +2,7 @@
 
 Each present image contributes ``size * num_nodes_with_it / total_nodes`` (spreading images
 widely counts less, so pods do not pile onto the one node that pulled first); the sum is clamped
-to [23 MiB, 1000 MiB * containers] and scaled to 0..100.
+to [23 MiB, 1000 MiB * (containers + image volumes)] and scaled to 0..100.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def calculate_priority_vector(sums: np.ndarray, num_containers: int) -> np.ndarr
 
 
 def _container_images(pod: PodSpec) -> tuple[list[str], int]:
-    """Images of init and regular containers, and the container count (images may be empty)."""
+    """Images of init and regular containers and of image volumes, and how many there are
+    (images may be empty); image volumes count like containers since 1.33's ImageVolume."""
     spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
     if isinstance(spec, Mapping):
         images: list[str] = []
@@ -70,6 +71,11 @@ def _container_images(pod: PodSpec) -> tuple[list[str], int]:
                 count += 1
                 if isinstance(c, Mapping):
                     images.append(str(c.get("image") or ""))
+        for vol in pod.volumes:
+            image = vol.get("image")
+            if isinstance(image, Mapping):
+                count += 1
+                images.append(str(image.get("reference") or ""))
         return images, count
     return list(pod.images), len(pod.images)
 

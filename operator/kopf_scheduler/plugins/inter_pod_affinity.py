@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import NodeSpec, PodSpec
 from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -208,6 +208,11 @@ def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
     if not terms:
         return False
     return all(t.matches(pod, None) for t in terms)
+
+
+def pod_matches_any_term(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
+    """``podMatchesAnyAffinityTerms`` (anti-affinity): the pod matches at least one term."""
+    return any(t.matches(pod, None) for t in terms)
 
 
 # --- states -----------------------------------------------------------------------------------------
@@ -698,8 +703,9 @@ class InterPodAffinity(Plugin):
     # -- events --
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        # Pod covers the reference's AssignedPod add/label/delete and TargetPod label update.
         pod_actions = ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
-        node_actions = ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+        node_actions = ActionType.ADD | ActionType.UPDATE_NODE_LABEL
         return [
             ClusterEventWithHint(
                 ClusterEvent(EventResource.POD, pod_actions), self.is_schedulable_after_pod_change
@@ -710,25 +716,57 @@ class InterPodAffinity(Plugin):
         ]
 
     def is_schedulable_after_pod_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, PodSpec) and new.uid == pod.uid:
+            return (
+                QueueingHint.QUEUE
+            )  # the target pod's labels changed (isSchedulableAfterTargetPodUpdateLabel)
         if (new is not None and not new.node_name) or (old is not None and not old.node_name):
-            return QueueingHint.QUEUE_SKIP
+            return QueueingHint.QUEUE_SKIP  # only assigned pods' events reach the reference's hint
         terms = self.terms_of(pod)
         aff, anti = terms.required_affinity, terms.required_anti_affinity
         if new is not None and old is not None:
             if not pod_matches_all_terms(aff, old) and pod_matches_all_terms(aff, new):
                 return QueueingHint.QUEUE
-            if pod_matches_all_terms(anti, old) and not pod_matches_all_terms(anti, new):
+            if pod_matches_any_term(anti, old) and not pod_matches_any_term(anti, new):
                 return QueueingHint.QUEUE
             return QueueingHint.QUEUE_SKIP
         if new is not None:
             return QueueingHint.QUEUE if pod_matches_all_terms(aff, new) else QueueingHint.QUEUE_SKIP
-        if old is None or not pod_matches_all_terms(anti, old):
+        if old is None:
             return QueueingHint.QUEUE_SKIP
-        return QueueingHint.QUEUE
+        if pod_matches_any_term(anti, old):
+            return QueueingHint.QUEUE
+        # The deleted pod's own anti-affinity may have been what kept this pod out.
+        if pod_matches_any_term(self.terms_of(old).required_anti_affinity, pod):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if new is None:
-            return QueueingHint.QUEUE_SKIP
+        """A topology key a term needs appears or changes value (affinity), or one an anti-affinity
+        term counts on goes away or changes value; any new node for a pod with anti-affinity."""
+        if not isinstance(new, NodeSpec):
+            return QueueingHint.QUEUE
+        terms = self.terms_of(pod)
+        original = old if isinstance(old, NodeSpec) else None
+        for t in terms.required_affinity:
+            if original is None:
+                if t.topology_key in new.labels:
+                    return QueueingHint.QUEUE
+                continue
+            had, has = t.topology_key in original.labels, t.topology_key in new.labels
+            if (not had and has) or (
+                had and has and original.labels[t.topology_key] != new.labels[t.topology_key]
+            ):
+                return QueueingHint.QUEUE
+        for t in terms.required_anti_affinity:
+            if original is None:
+                return QueueingHint.QUEUE
+            had, has = t.topology_key in original.labels, t.topology_key in new.labels
+            if (had and not has) or (
+                had and has and original.labels[t.topology_key] != new.labels[t.topology_key]
+            ):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
         terms = self.terms_of(pod)
         for t in (*terms.required_affinity, *terms.required_anti_affinity):
             if t.topology_key in new.labels:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -15,7 +15,7 @@ from kopf_scheduler.framework.interface import (
     CycleState,
     EventResource,
     Plugin,
-    QueueingHint,
+    PreFilterResult,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -33,9 +33,16 @@ def fits(pod: PodSpec, node_info: NodeInfo) -> bool:
 
 
 class NodeName(Plugin):
-    """Filter, EnqueueExtensions."""
+    """PreFilter (narrows to the named node, since 1.37), Filter, EnqueueExtensions."""
 
     name = "NodeName"
+
+    def pre_filter(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if pod.node_name:
+            return PreFilterResult({pod.node_name}), None
+        return None, None
 
     def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         if node_info.node is None:
@@ -51,13 +58,5 @@ class NodeName(Plugin):
         return np.asarray(idx) == row
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
-        return [
-            ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD), self.is_schedulable_after_node_add
-            )
-        ]
-
-    def is_schedulable_after_node_add(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, NodeSpec) or not pod.node_name or pod.node_name == new.name:
-            return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        # No hint in the reference: any new node requeues.
+        return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))]

@@ -66,7 +66,8 @@ class NodePorts(Plugin):
         # Container ports are immutable, so only deletions (and new nodes) can free ports.
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.POD, ActionType.DELETE), self.is_schedulable_after_pod_deleted
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
+                self.is_schedulable_after_pod_deleted,
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
         ]

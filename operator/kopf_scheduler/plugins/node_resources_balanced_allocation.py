@@ -1,8 +1,11 @@
 """NodeResourcesBalancedAllocation: prefer nodes whose resource fractions stay close together.
 
-Scores ``(1 - std(fractions)) * 100`` over the configured resources using the node's actual
-requests (not the non-zero defaults), and skips best-effort pods as the current reference does
-(so they do not all pile onto the same node).
+Since 1.37 the score is the change in balance the pod brings: ``50 + (50 + b_with - b_without) / 2``
+where ``b = (1 - std(fractions)) * 100`` over the configured resources, from the node's actual
+requests (not the non-zero defaults), with and without the pod. So a node the pod balances beats
+one that is merely already balanced. Best-effort pods skip (so they do not all pile onto the same
+node). The pod's requests are its status-aware ones with pod-level resources, as the NodeInfo
+accounting uses (``PodSpec.requests``).
 """
 
 from __future__ import annotations

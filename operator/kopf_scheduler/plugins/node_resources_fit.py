@@ -246,7 +246,7 @@ def fits_request(
 
 def fits(pod: PodSpec, info: NodeInfo) -> list[InsufficientResource]:
     """``Fits``: no ignored resources (used by queueing hints and other components)."""
-    return fits_request(pod.requests, info)
+    return fits_request(pod.filter_requests, info)
 
 
 def _node_info_of(node: NodeSpec) -> NodeInfo:
@@ -307,7 +307,9 @@ class NodeResourcesFit(Plugin):
     def pre_filter(
         self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod.requests))
+        # Spec requests with pod-level resources (``computePodResourceRequest``), not the
+        # status-aware ones the pod would count for once on a node.
+        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod.filter_requests))
         return None, None
 
     def _request(self, state: CycleState) -> Resource | None:
@@ -498,7 +500,7 @@ def _scaled_down_for(target: PodSpec, old: PodSpec, new: PodSpec) -> bool:
 
 def _requested_resources_increased(pod: PodSpec, old: NodeSpec, new: NodeSpec) -> bool:
     """``haveAnyRequestedResourcesIncreased``."""
-    req, a, b = pod.requests, old.allocatable, new.allocatable
+    req, a, b = pod.filter_requests, old.allocatable, new.allocatable
     if b.allowed_pod_number > a.allowed_pod_number:
         return True
     if not (req.milli_cpu or req.memory or req.ephemeral_storage or req.scalar):

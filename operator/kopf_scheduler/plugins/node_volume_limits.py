@@ -1,18 +1,23 @@
 """NodeVolumeLimits: CSI attach limits per driver and node (reference ``nodevolumelimits/csi.go``).
 
-A node can attach only so many volumes of a CSI driver (``CSINode.spec.drivers[].allocatable.count``,
-or the node's ``attachable-volumes-*`` allocatable). Volumes are counted once per unique
-``driver/volumeHandle`` across the pods already on the node and the incoming pod. Unbound claims
-are counted through their StorageClass's provisioner with a per-claim handle, and in-tree volumes
-(AWS EBS, GCE PD, Azure Disk, Cinder) count against their CSI driver when the node's CSINode says
-that plugin is migrated.
+A node can attach only so many volumes of a CSI driver (``CSINode.spec.drivers[].allocatable.count``;
+since 1.35 the node's ``attachable-volumes-*`` allocatable no longer counts). Volumes are counted
+once per unique ``driver/volumeHandle`` across the pods already on the node, the VolumeAttachments
+to the node and the incoming pod. Unbound claims are counted through their StorageClass's
+provisioner with a per-claim handle; in-tree volumes (AWS EBS, GCE PD, Azure Disk, Cinder,
+Portworx) count against their CSI driver whenever the node has a CSINode (migration is GA).
+With VolumeLimitScaling (beta, on in 1.37) a CSIDriver with ``preventPodSchedulingIfMissing`` also
+rejects nodes whose CSINode does not list the driver.
+
+CSIDriver and VolumeAttachment objects are read from ``handle.objects`` (cluster-scoped, keyed by
+name); without them (an edge that does not watch those kinds) nothing is rejected for them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec
@@ -30,8 +35,6 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import (
-    MIGRATED_PLUGINS_ANNOTATION,
-    annotations_of,
     claim_of_volume,
     labels,
     meta,
@@ -40,40 +43,36 @@ from kopf_scheduler.plugins._volumes import (
     spec,
     volume_is_for_pod,
 )
+from kopf_scheduler.plugins.feature import FEATURE_GATES
 
 __all__ = ["NodeVolumeLimits"]
 
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+VOLUME_LIMIT_SCALING = FEATURE_GATES["VolumeLimitScaling"]
+PRE_FILTER_STATE_KEY = "PreFilterNodeVolumeLimits"
 
-ATTACHABLE_VOLUMES_PREFIX = "attachable-volumes-"
-CSI_ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"
-RESOURCE_NAME_LENGTH_LIMIT = 63
-
-# In-tree volume source -> (in-tree plugin name, CSI driver), as csi-translation-lib migrates them.
+# In-tree volume source -> (in-tree plugin name, CSI driver), as csi-translation-lib migrates them;
+# these are the plugins isCSIMigrationOn accepts (vSphere and Azure File translate but never count).
 _IN_TREE = {
     "awsElasticBlockStore": ("kubernetes.io/aws-ebs", "ebs.csi.aws.com"),
     "gcePersistentDisk": ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io"),
     "azureDisk": ("kubernetes.io/azure-disk", "disk.csi.azure.com"),
     "cinder": ("kubernetes.io/cinder", "cinder.csi.openstack.org"),
+    "portworxVolume": ("kubernetes.io/portworx-volume", "pxd.portworx.com"),
 }
 _DRIVER_OF_PLUGIN = {plugin: driver for plugin, driver in _IN_TREE.values()}
+# Every inline source the translation library can migrate (IsInlineMigratable), with its driver.
+_INLINE_MIGRATABLE = {
+    **{key: driver for key, (_, driver) in _IN_TREE.items()},
+    "azureFile": "file.csi.azure.com",
+    "vsphereVolume": "csi.vsphere.vmware.com",
+}
 _ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 
 
-def csi_attach_limit_key(driver: str) -> str:
-    """``GetCSIAttachLimitKey``: long driver names are shortened with a hash to fit a resource name."""
-    if len(CSI_ATTACH_LIMIT_PREFIX) + len(driver) >= RESOURCE_NAME_LENGTH_LIMIT:
-        digest = hashlib.sha1(driver.encode()).hexdigest()[:16]  # a name, not a secret
-        return CSI_ATTACH_LIMIT_PREFIX + driver[:23] + digest
-    return CSI_ATTACH_LIMIT_PREFIX + driver
-
-
 def _is_csi_migration_on(csi_node: Mapping[str, Any] | None, plugin: str) -> bool:
-    """Migration counts only for the GA in-tree plugins the node lists as migrated."""
-    if csi_node is None or plugin not in _DRIVER_OF_PLUGIN:
-        return False
-    migrated = str(annotations_of(csi_node).get(MIGRATED_PLUGINS_ANNOTATION) or "")
-    return plugin in migrated.split(",")
+    """``isCSIMigrationOn`` (1.37): the GA-migrated plugins, on any node that has a CSINode."""
+    return csi_node is not None and plugin in _DRIVER_OF_PLUGIN
 
 
 def _in_tree_source(source: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any]] | None:
@@ -102,11 +101,44 @@ def _translated_handle(key: str, source: Mapping[str, Any], pv_labels: Mapping[s
         return f"projects/UNSPECIFIED/zones/{zone}/disks/{source.get('pdName', '')}"
     if key == "azureDisk":
         return str(source.get("diskURI") or "")
-    return str(source.get("volumeID") or "")
+    return str(source.get("volumeID") or "")  # cinder, portworx
 
 
 def _source_key(driver: str) -> str:
     return next(key for key, (_, d) in _IN_TREE.items() if d == driver)
+
+
+def _volume_limits(csi_node: Mapping[str, Any] | None) -> dict[str, int]:
+    """``getVolumeLimits``: driver name -> allocatable count, from the CSINode only."""
+    limits: dict[str, int] = {}
+    if csi_node is None:
+        return limits
+    for driver in spec(csi_node).get("drivers") or ():
+        count = ((driver or {}).get("allocatable") or {}).get("count")
+        if count is not None:
+            limits[str(driver.get("name", ""))] = int(count)
+    return limits
+
+
+def _inline_driver(vol: Mapping[str, Any]) -> str | None:
+    """The CSI driver of an inline volume the translation library can migrate, else None."""
+    return next((d for key, d in _INLINE_MIGRATABLE.items() if isinstance(vol.get(key), Mapping)), None)
+
+
+def _csi_node_drivers(csi_node: Mapping[str, Any] | None) -> set[str]:
+    if csi_node is None:
+        return set()
+    return {str((d or {}).get("name", "")) for d in spec(csi_node).get("drivers") or ()}
+
+
+@dataclass(slots=True)
+class _PreFilterState:
+    """VolumeAttachments by node, indexed once per cycle (the reference's informer index)."""
+
+    attachments: dict[str, list[Mapping[str, Any]]]
+
+    def clone(self) -> _PreFilterState:
+        return self
 
 
 class NodeVolumeLimits(Plugin):
@@ -127,17 +159,53 @@ class NodeVolumeLimits(Plugin):
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.ADD)),
-            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_NODE, ActionType.UPDATE), self._after_csi_node_updated
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), self._after_pod_deleted
+            ),
             ClusterEventWithHint(ClusterEvent(EventResource.PVC, ActionType.ADD), self._after_pvc_added),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.VOLUME_ATTACHMENT, ActionType.DELETE),
+                self._after_volume_attachment_deleted,
+            ),
         ]
 
     @staticmethod
     def _after_pod_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
         deleted = old if isinstance(old, PodSpec) else new
-        if not isinstance(deleted, PodSpec) or not deleted.volumes or not deleted.node_name:
+        if not isinstance(deleted, PodSpec) or not deleted.volumes:
+            return QueueingHint.QUEUE_SKIP
+        if not deleted.node_name and not deleted.nominated_node_name:
             return QueueingHint.QUEUE_SKIP
         for vol in deleted.volumes:
-            if claim_of_volume(deleted, vol) is not None or _in_tree_source(vol) is not None:
+            if claim_of_volume(deleted, vol) is not None or _inline_driver(vol) is not None:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_csi_node_updated(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        """Queue only when some driver's attach limit grew (a new driver counts from 0)."""
+        old_limits: dict[str, int] = {}
+        for d in spec(old).get("drivers") or ():
+            count = ((d or {}).get("allocatable") or {}).get("count")
+            old_limits[str((d or {}).get("name", ""))] = int(count) if count is not None else 0
+        for d in spec(new).get("drivers") or ():
+            count = ((d or {}).get("allocatable") or {}).get("count")
+            new_limit = int(count) if count is not None else 0
+            if new_limit > old_limits.get(str((d or {}).get("name", "")), 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_volume_attachment_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        attacher = str(spec(old if old is not None else new).get("attacher") or "")
+        for vol in pod.volumes:
+            if isinstance(vol.get("persistentVolumeClaim"), Mapping):
+                return QueueingHint.QUEUE
+            driver = _inline_driver(vol)
+            if driver is not None and driver == attacher:
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
@@ -158,9 +226,43 @@ class NodeVolumeLimits(Plugin):
         self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         for vol in pod.volumes:
-            if claim_of_volume(pod, vol) is not None or _in_tree_source(vol) is not None:
+            if claim_of_volume(pod, vol) is not None or _inline_driver(vol) is not None:
+                state.write(PRE_FILTER_STATE_KEY, _PreFilterState(self._attachments_by_node()))
                 return None, None
         return None, Status(Code.SKIP)
+
+    def _attachments_by_node(self) -> dict[str, list[Mapping[str, Any]]]:
+        by_node: dict[str, list[Mapping[str, Any]]] = {}
+        for va in self._objects.get("VolumeAttachment", {}).values():
+            node = str(spec(va).get("nodeName") or "")
+            by_node.setdefault(node, []).append(va)
+        return by_node
+
+    def _attached_by_volume_attachments(self, state: CycleState, node_name: str) -> dict[str, str]:
+        """``getNodeVolumeAttachmentInfo``: unique name -> driver of CSI volumes attached to the node."""
+        s = state.get(PRE_FILTER_STATE_KEY)
+        by_node = s.attachments if isinstance(s, _PreFilterState) else self._attachments_by_node()
+        pvs = self._objects.get("PersistentVolume", {})
+        out: dict[str, str] = {}
+        for va in by_node.get(node_name, ()):
+            va_spec = spec(va)
+            attacher = str(va_spec.get("attacher") or "")
+            pv_name = (va_spec.get("source") or {}).get("persistentVolumeName")
+            if not attacher or pv_name is None:
+                continue
+            pv = pvs.get(str(pv_name))
+            csi = spec(pv).get("csi") if pv is not None else None
+            if not isinstance(csi, Mapping):
+                continue
+            out[f"{attacher}/{csi.get('volumeHandle') or ''}"] = attacher
+        return out
+
+    def _driver_installed(self, driver: str, csi_node: Mapping[str, Any] | None) -> bool:
+        """``checkCSIDriverOnNode``: only drivers that opt in can reject a node lacking them."""
+        csi_driver = self._objects.get("CSIDriver", {}).get(driver)
+        if csi_driver is None or spec(csi_driver).get("preventPodSchedulingIfMissing") is not True:
+            return True
+        return driver in _csi_node_drivers(csi_node)
 
     def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         if not pod.volumes:
@@ -178,7 +280,11 @@ class NodeVolumeLimits(Plugin):
             return Status.as_error(ValueError(err))
         if not new_volumes:
             return None
-        limits = self._volume_limits(node_info, csi_node)
+        if VOLUME_LIMIT_SCALING:
+            for driver in new_volumes.values():
+                if not self._driver_installed(driver, csi_node):
+                    return Status.unschedulable(f"{driver} CSI driver is not installed on the node")
+        limits = _volume_limits(csi_node)
         if not limits:
             return None
         attached: dict[str, str] = {}
@@ -187,31 +293,20 @@ class NodeVolumeLimits(Plugin):
             if err is not None:
                 return Status.as_error(ValueError(err))
         attached_count: dict[str, int] = {}
-        for unique_name, limit_key in attached.items():
+        for unique_name, driver in attached.items():
             new_volumes.pop(unique_name, None)  # a volume shared with a pod on the node is attached once
-            attached_count[limit_key] = attached_count.get(limit_key, 0) + 1
+            attached_count[driver] = attached_count.get(driver, 0) + 1
+        for unique_name, driver in self._attached_by_volume_attachments(state, node.name).items():
+            if unique_name not in attached:
+                attached_count[driver] = attached_count.get(driver, 0) + 1
         new_count: dict[str, int] = {}
-        for limit_key in new_volumes.values():
-            new_count[limit_key] = new_count.get(limit_key, 0) + 1
-        for limit_key, count in new_count.items():
-            limit = limits.get(limit_key)
-            if limit is not None and attached_count.get(limit_key, 0) + count > limit:
+        for driver in new_volumes.values():
+            new_count[driver] = new_count.get(driver, 0) + 1
+        for driver, count in new_count.items():
+            limit = limits.get(driver)
+            if limit is not None and attached_count.get(driver, 0) + count > limit:
                 return Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
         return None
-
-    @staticmethod
-    def _volume_limits(node_info: NodeInfo, csi_node: Mapping[str, Any] | None) -> dict[str, int]:
-        limits = {
-            name: amount
-            for name, amount in node_info.allocatable.scalar.items()
-            if name.startswith(ATTACHABLE_VOLUMES_PREFIX)
-        }
-        if csi_node is not None:
-            for driver in spec(csi_node).get("drivers") or ():
-                count = ((driver or {}).get("allocatable") or {}).get("count")
-                if count is not None:
-                    limits[csi_attach_limit_key(str(driver.get("name", "")))] = int(count)
-        return limits
 
     def _filter_attachable_volumes(
         self, pod: PodSpec, csi_node: Mapping[str, Any] | None, new_pod: bool, result: dict[str, str]
@@ -244,7 +339,7 @@ class NodeVolumeLimits(Plugin):
             driver, handle = self._csi_driver_info(csi_node, pvc)
             if not driver or not handle:
                 continue
-            result[f"{driver}/{handle}"] = csi_attach_limit_key(driver)
+            result[f"{driver}/{handle}"] = driver
         return None
 
     @staticmethod
@@ -258,7 +353,7 @@ class NodeVolumeLimits(Plugin):
         if not _is_csi_migration_on(csi_node, plugin):
             return
         handle = _translated_handle(_source_key(driver), source, {})
-        result[f"{driver}/{handle}"] = csi_attach_limit_key(driver)
+        result[f"{driver}/{handle}"] = driver
 
     def _csi_driver_info(self, csi_node: Mapping[str, Any] | None, pvc: Mapping[str, Any]) -> tuple[str, str]:
         pv_name = str(spec(pvc).get("volumeName") or "")

@@ -1,8 +1,10 @@
 """Shared resource scorer for NodeResourcesFit and NodeResourcesBalancedAllocation.
 
 Mirrors the reference's ``resourceAllocationScorer``: per configured resource it derives the
-node's (allocatable, requested + pod request) pair, skipping resources the node does not offer
-(allocatable 0) and scalar resources the pod does not request, then hands both lists to a scorer.
+node's allocatable, what is already requested there (allocated) and allocated + the pod's request
+(requested), skipping resources the node does not offer (allocatable 0) and scalar resources the
+pod does not request, then hands the three lists to a scorer (only BalancedAllocation reads
+``allocated``: since 1.37 it scores the change in balance the pod brings).
 Every scorer exists twice, scalar (the reference) and numpy over snapshot rows (speed); the
 arithmetic is integer (or IEEE float in the same order) so both agree exactly.
 """
@@ -31,6 +33,8 @@ __all__ = [
     "ResourceAllocationScorer",
     "ResourceSpec",
     "UtilizationShapePoint",
+    "balance",
+    "balance_vector",
     "balanced_score",
     "balanced_score_vector",
     "broken_linear",
@@ -157,8 +161,20 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
     return shape[-1][1]
 
 
-def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
-    """The reference's std-dev based balance: ``int((1 - std) * 100)``."""
+def balanced_score(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
+    """``balancedResourceScorer`` (1.37): 50 plus half of (50 + balance with pod - balance without).
+
+    So a pod that leaves the balance unchanged scores 75, one that improves it more, one that worsens
+    it less; the division truncates toward zero as Go's does.
+    """
+    with_pod = balance(requested, allocatable)
+    without_pod = balance(allocated, allocatable)
+    half = MAX_NODE_SCORE // 2
+    return half + _trunc_div(half + with_pod - without_pod, 2)
+
+
+def balance(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    """The reference's std-dev based balance (``balancedResourceScore``): ``int((1 - std) * 100)``."""
     fractions: list[float] = []
     total = 0.0
     for req, alloc in zip(requested, allocatable, strict=True):
@@ -181,8 +197,19 @@ def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
-def balanced_score_vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+def balanced_score_vector(
+    requested: Sequence[np.ndarray], allocated: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]
+) -> np.ndarray:
     """Per-resource columns over rows -> scores, bit-identical to ``balanced_score``."""
+    half = MAX_NODE_SCORE // 2
+    diff = half + balance_vector(requested, allocatable) - balance_vector(allocated, allocatable)
+    # Go's division truncates toward zero; numpy's // floors.
+    out: np.ndarray = half + np.where(diff >= 0, diff // 2, -((-diff) // 2))
+    return out.astype(np.int64)
+
+
+def balance_vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+    """``balance`` over rows, bit-identical to it."""
     r = len(requested)
     n = len(requested[0]) if r else 0
     out = np.full(n, MAX_NODE_SCORE, dtype=np.int64)
@@ -221,8 +248,9 @@ def balanced_score_vector(requested: Sequence[np.ndarray], allocatable: Sequence
     return out
 
 
-ScalarScorer = Callable[[Sequence[int], Sequence[int]], int]
-VectorScorer = Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], np.ndarray]
+# (requested, allocated, allocatable) per resource -> score; scalar and over snapshot rows.
+ScalarScorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
+VectorScorer = Callable[[Sequence[np.ndarray], Sequence[np.ndarray], Sequence[np.ndarray]], np.ndarray]
 
 
 def _weighted_floor_mean(
@@ -254,7 +282,7 @@ def _weighted_floor_mean(
 
 def least_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
 
-    def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    def scalar(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
         node_score = weight_sum = 0
         for i, (req, alloc) in enumerate(zip(requested, allocatable, strict=True)):
             if alloc == 0:
@@ -263,7 +291,9 @@ def least_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]
             weight_sum += weights[i]
         return node_score // weight_sum if weight_sum else 0
 
-    def vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+    def vector(
+        requested: Sequence[np.ndarray], allocated: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]
+    ) -> np.ndarray:
         def per(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
             return np.where(req > cap, 0, ((cap - req) * MAX_NODE_SCORE) // cap)
 
@@ -274,7 +304,7 @@ def least_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]
 
 def most_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
 
-    def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    def scalar(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
         node_score = weight_sum = 0
         for i, (req, alloc) in enumerate(zip(requested, allocatable, strict=True)):
             if alloc == 0:
@@ -283,7 +313,9 @@ def most_allocated(weights: Sequence[int]) -> tuple[ScalarScorer, VectorScorer]:
             weight_sum += weights[i]
         return node_score // weight_sum if weight_sum else 0
 
-    def vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+    def vector(
+        requested: Sequence[np.ndarray], allocated: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]
+    ) -> np.ndarray:
         def per(req: np.ndarray, cap: np.ndarray) -> np.ndarray:
             return (np.minimum(req, cap) * MAX_NODE_SCORE) // cap
 
@@ -319,7 +351,7 @@ def requested_to_capacity_ratio(
             return broken_linear(shape, MAX_UTILIZATION)
         return broken_linear(shape, req * MAX_UTILIZATION // cap)
 
-    def scalar(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    def scalar(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
         node_score = weight_sum = 0
         for i, (req, alloc) in enumerate(zip(requested, allocatable, strict=True)):
             if alloc == 0:
@@ -333,7 +365,9 @@ def requested_to_capacity_ratio(
         # math.Round of a non-negative ratio, in integers: floor(x + 1/2).
         return (2 * node_score + weight_sum) // (2 * weight_sum)
 
-    def vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:
+    def vector(
+        requested: Sequence[np.ndarray], allocated: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]
+    ) -> np.ndarray:
         n = len(requested[0]) if requested else 0
         ns = np.zeros(n, dtype=np.int64)
         ws = np.zeros(n, dtype=np.int64)
@@ -376,44 +410,42 @@ class ResourceAllocationScorer:
         self.use_requested = use_requested
 
     def pod_requests(self, pod: PodSpec) -> list[int]:
-        """``calculatePodResourceRequestList``."""
-        out = []
-        for name in self.names:
-            if name == CPU:
-                out.append(pod.requests.milli_cpu if self.use_requested else pod.non_zero_cpu)
-            elif name == MEMORY:
-                out.append(pod.requests.memory if self.use_requested else pod.non_zero_memory)
-            elif name == EPHEMERAL_STORAGE:
-                out.append(pod.requests.ephemeral_storage)
-            else:
-                out.append(pod.requests.scalar.get(name, 0))
-        return out
+        """``calculatePodResourceRequestList``.
 
-    def _alloc_req(self, info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
-        """``calculateResourceAllocatableRequest``."""
+        BalancedAllocation (``use_requested``) reads the status-aware requests with pod-level
+        resources; NodeResourcesFit's scorer is built without those options in the reference, so
+        it reads container-level spec requests with per-container cpu/memory defaults.
+        """
+        res = pod.requests if self.use_requested else pod.score_requests
+        return [res.get(name) for name in self.names]
+
+    def _alloc_used(self, info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
+        """``calculateResourceAllocatableRequest``: (allocatable, already requested on the node)."""
         requested = info.requested if self.use_requested else info.non_zero_requested
         if pod_request == 0 and is_scalar_resource_name(name):
             return 0, 0
         if name == CPU:
-            return info.allocatable.milli_cpu, requested.milli_cpu + pod_request
+            return info.allocatable.milli_cpu, requested.milli_cpu
         if name == MEMORY:
-            return info.allocatable.memory, requested.memory + pod_request
+            return info.allocatable.memory, requested.memory
         if name == EPHEMERAL_STORAGE:
-            return info.allocatable.ephemeral_storage, info.requested.ephemeral_storage + pod_request
+            return info.allocatable.ephemeral_storage, info.requested.ephemeral_storage
         if name in info.allocatable.scalar:
-            return info.allocatable.scalar[name], info.requested.scalar.get(name, 0) + pod_request
+            return info.allocatable.scalar[name], info.requested.scalar.get(name, 0)
         return 0, 0
 
     def score(self, info: NodeInfo, pod_requests: Sequence[int]) -> int:
         requested = [0] * len(self.names)
+        allocated = [0] * len(self.names)
         allocatable = [0] * len(self.names)
         for i, name in enumerate(self.names):
-            alloc, req = self._alloc_req(info, name, pod_requests[i])
+            alloc, used = self._alloc_used(info, name, pod_requests[i])
             if alloc == 0:
                 continue
             allocatable[i] = alloc
-            requested[i] = req
-        return self.scalar(requested, allocatable)
+            allocated[i] = used
+            requested[i] = used + pod_requests[i]
+        return self.scalar(requested, allocated, allocatable)
 
     def score_rows(self, snapshot: Snapshot, idx: np.ndarray, pod_requests: Sequence[int]) -> np.ndarray:
         arrays = snapshot.arrays
@@ -421,6 +453,7 @@ class ResourceAllocationScorer:
         full = n == len(arrays.unschedulable) and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1))
         zero = np.zeros(n, dtype=np.int64)
         reqs: list[np.ndarray] = []
+        useds: list[np.ndarray] = []
         allocs: list[np.ndarray] = []
         for i, name in enumerate(self.names):
             pr = pod_requests[i]
@@ -435,6 +468,7 @@ class ResourceAllocationScorer:
                     col, used = arrays.columns[name], arrays.requested
             if col < 0:
                 reqs.append(zero)
+                useds.append(zero)
                 allocs.append(zero)
                 continue
             a = arrays.allocatable[:, col]
@@ -442,5 +476,7 @@ class ResourceAllocationScorer:
             if not full:
                 a, u = a[idx], u[idx]
             allocs.append(a)
-            reqs.append(np.where(a != 0, u + pr, 0))
-        return self.vector(reqs, allocs)
+            offered = a != 0
+            useds.append(np.where(offered, u, 0))
+            reqs.append(np.where(offered, u + pr, 0))
+        return self.vector(reqs, useds, allocs)

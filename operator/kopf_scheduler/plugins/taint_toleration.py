@@ -34,6 +34,7 @@ __all__ = ["TaintToleration", "find_untolerated_taint"]
 
 NAME = "TaintToleration"
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 
 
 def tolerations_tolerate(tolerations: Sequence[Toleration], taint: Taint) -> bool:
@@ -79,10 +80,10 @@ class TaintToleration(Plugin):
         node = node_info.node
         if node is None:
             return Status.as_error(LookupError("invalid nodeInfo"))
-        taint = find_untolerated_taint(node.taints, pod.tolerations)
-        if taint is None:
+        if find_untolerated_taint(node.taints, pod.tolerations) is None:
             return None
-        return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        # Since 1.37 the reason names no taint, so nodes with different taints count together.
+        return Status.unresolvable(ERR_REASON_UNTOLERATED)
 
     def filter_vector(
         self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray

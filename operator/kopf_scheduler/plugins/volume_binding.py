@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kopf_scheduler.api.objects import PodSpec, labels_of, parse_label_selector
 from kopf_scheduler.api.types import ObjectError
@@ -60,13 +60,15 @@ from kopf_scheduler.plugins._volumes import (
     storage_request,
     volume_is_for_pod,
 )
+from kopf_scheduler.plugins.feature import FEATURE_GATES
 
 __all__ = ["UtilizationShapePoint", "VolumeBinding", "VolumeBindingArgs"]
 
 STATE_KEY = "VolumeBinding"
+STORAGE_CAPACITY_SCORING = FEATURE_GATES["StorageCapacityScoring"]
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-ERR_REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
@@ -90,13 +92,22 @@ class UtilizationShapePoint(BaseModel):
     score: int = Field(alias="score")
 
 
+def default_shape() -> list[UtilizationShapePoint]:
+    """The v1 default with StorageCapacityScoring on: emptier nodes score higher (10 at 0%, 0 at 100%)."""
+    return [
+        UtilizationShapePoint(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
+        UtilizationShapePoint(utilization=100, score=0),
+    ]
+
+
 class VolumeBindingArgs(BaseModel):
-    """``VolumeBindingArgs``; ``shape`` only matters with the VolumeCapacityPriority feature."""
+    """``VolumeBindingArgs`` with v1 defaulting and validation under the 1.37 gates
+    (StorageCapacityScoring on: ``shape`` defaults when empty and is always validated)."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds")
-    shape: list[UtilizationShapePoint] | None = Field(None, alias="shape")
+    shape: list[UtilizationShapePoint] = Field(default_factory=default_shape, alias="shape")
 
     @field_validator("bind_timeout_seconds")
     @classmethod
@@ -105,27 +116,39 @@ class VolumeBindingArgs(BaseModel):
             raise ValueError("invalid BindTimeoutSeconds, should not be a negative value")
         return value
 
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _default_when_empty(cls, value: Any) -> Any:
+        return default_shape() if value is None or value == [] else value
 
-DEFAULT_SHAPE = (
-    UtilizationShapePoint(utilization=0, score=0),
-    UtilizationShapePoint(utilization=100, score=10),
-)
+    @model_validator(mode="after")
+    def _valid_shape(self) -> VolumeBindingArgs:
+        errors = _shape_errors(self.shape)
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
 
 
-def _validate_shape(shape: Sequence[UtilizationShapePoint]) -> None:
+def _shape_errors(shape: Sequence[UtilizationShapePoint]) -> list[str]:
+    """``validateFunctionShape``: the first unsorted point, then every out-of-range value."""
     if not shape:
-        raise ValueError("shape: Required value: at least one point must be specified")
+        return ["shape: Required value: at least one point must be specified"]
+    errors = []
+    for i in range(1, len(shape)):
+        if shape[i - 1].utilization >= shape[i].utilization:
+            errors.append(
+                f"shape[{i}].utilization: Invalid value: {shape[i].utilization}: "
+                "values must be sorted in increasing order"
+            )
+            break
     for i, point in enumerate(shape):
-        if not 0 <= point.utilization <= 100:
-            raise ValueError(
+        if not 0 <= point.utilization <= MAX_UTILIZATION:
+            errors.append(
                 f"shape[{i}].utilization: Invalid value: {point.utilization}: not in valid range [0, 100]"
             )
         if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            raise ValueError(f"shape[{i}].score: Invalid value: {point.score}: not in valid range [0, 10]")
-        if i and point.utilization <= shape[i - 1].utilization:
-            raise ValueError(
-                f"shape[{i}].utilization: Invalid value: {point.utilization}: values are not sorted"
-            )
+            errors.append(f"shape[{i}].score: Invalid value: {point.score}: not in valid range [0, 10]")
+    return errors
 
 
 def _go_div(a: int, b: int) -> int:
@@ -154,6 +177,8 @@ class _PodVolumes:
 
     static_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
     dynamic_provisions: list[Mapping[str, Any]] = field(default_factory=list)
+    # claim key -> the CSIStorageCapacity that showed room for it on this node (scoring)
+    node_capacities: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -334,14 +359,10 @@ class VolumeBinding(Plugin):
         self.bind_timeout = float(args.bind_timeout_seconds)
         self.pv_cache = _AssumeCache(PV)
         self.pvc_cache = _AssumeCache(PVC)
-        gates = getattr(handle, "feature_gates", None) or {}
-        self.capacity_priority = bool(gates.get("VolumeCapacityPriority", False))
         self._shape: tuple[tuple[int, int], ...] | None = None
-        if self.capacity_priority:
-            points = list(args.shape) if args.shape is not None else list(DEFAULT_SHAPE)
-            _validate_shape(points)
+        if STORAGE_CAPACITY_SCORING:
             factor = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
-            self._shape = tuple((p.utilization, p.score * factor) for p in points)
+            self._shape = tuple((p.utilization, p.score * factor) for p in args.shape)
 
     # -- object access --
 
@@ -384,7 +405,43 @@ class VolumeBinding(Plugin):
                 ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
                 self._after_csi_node_change,
             ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE), self._after_csi_driver_change
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE),
+                self._after_storage_capacity_change,
+            ),
         ]
+
+    @staticmethod
+    def _after_storage_capacity_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        """Queue for a new CSIStorageCapacity or one whose volume limit grew."""
+        if old is None:
+            return QueueingHint.QUEUE
+
+        def limit(capacity: Mapping[str, Any]) -> Any:
+            size = capacity.get("maximumVolumeSize")
+            return size if size is not None else capacity.get("capacity")
+
+        old_limit, new_limit = limit(old), limit(new)
+        if new_limit is not None and (
+            old_limit is None or math.ceil(quantity(new_limit)) > math.ceil(quantity(old_limit))
+        ):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    @staticmethod
+    def _after_csi_driver_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+        """Queue a pod with an inline CSI volume of a driver that stopped tracking capacity."""
+        name = meta(new).get("name")
+        for vol in pod.volumes:
+            csi = vol.get("csi")
+            if not isinstance(csi, Mapping) or csi.get("driver") != name:
+                continue
+            if spec(old).get("storageCapacity") is True and spec(new).get("storageCapacity") is not True:
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _after_csi_node_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
@@ -566,7 +623,9 @@ class VolumeBinding(Plugin):
                 to_provision.extend(unmatched)
             if to_provision:
                 unbound_ok, sufficient_storage, pod_volumes.dynamic_provisions = (
-                    self._check_volume_provisions(to_provision, node_name, node_labels)
+                    self._check_volume_provisions(
+                        to_provision, node_name, node_labels, pod_volumes.node_capacities
+                    )
                 )
         return pod_volumes, reasons()
 
@@ -659,9 +718,16 @@ class VolumeBinding(Plugin):
         return smallest
 
     def _check_volume_provisions(
-        self, claims: Sequence[Mapping[str, Any]], node_name: str, node_labels: Mapping[str, str]
+        self,
+        claims: Sequence[Mapping[str, Any]],
+        node_name: str,
+        node_labels: Mapping[str, str],
+        capacities: dict[str, Mapping[str, Any]],
     ) -> tuple[bool, bool, list[Mapping[str, Any]]]:
-        """(provisioning possible, enough storage, claims to provision); the first failure decides."""
+        """(provisioning possible, enough storage, claims to provision); the first failure decides.
+
+        ``capacities`` receives, per claim, the CSIStorageCapacity that has room for it here.
+        """
         provisions: list[Mapping[str, Any]] = []
         for pvc in claims:
             class_name = pvc_class(pvc)
@@ -675,21 +741,27 @@ class VolumeBinding(Plugin):
                 return False, True, []
             if not _match_topology_terms(sc.get("allowedTopologies"), node_labels):
                 return False, True, []
-            if not self._has_enough_capacity(provisioner, pvc, class_name, node_labels):
+            sufficient, capacity = self._has_enough_capacity(provisioner, pvc, class_name, node_labels)
+            if not sufficient:
                 return True, False, []
+            if capacity is not None:
+                capacities[_claim_key(pvc)] = capacity
             provisions.append(pvc)
         return True, True, provisions
 
     def _has_enough_capacity(
         self, provisioner: str, pvc: Mapping[str, Any], class_name: str, node_labels: Mapping[str, str]
-    ) -> bool:
-        """Storage capacity tracking: only for CSI drivers that opt in (CSIDriver.spec.storageCapacity)."""
+    ) -> tuple[bool, Mapping[str, Any] | None]:
+        """Storage capacity tracking: only for CSI drivers that opt in (CSIDriver.spec.storageCapacity).
+
+        Returns whether there is room and the CSIStorageCapacity object that has it.
+        """
         requests = (spec(pvc).get("resources") or {}).get("requests") or {}
         if "storage" not in requests:
-            return True
+            return True, None
         driver = self._objects.get("CSIDriver", {}).get(provisioner)
         if driver is None or not spec(driver).get("storageCapacity"):
-            return True
+            return True, None
         size = quantity(requests["storage"])
         for capacity in self._objects.get("CSIStorageCapacity", {}).values():
             if capacity.get("storageClassName") != class_name:
@@ -707,8 +779,8 @@ class VolumeBinding(Plugin):
             except ObjectError:
                 continue
             if selector is not None and selector.matches(node_labels):
-                return True
-        return False
+                return True, capacity
+        return False, None
 
     # -- Score --
 
@@ -718,7 +790,9 @@ class VolumeBinding(Plugin):
         data = state.get(STATE_KEY)
         if not isinstance(data, _StateData):
             return _state_not_found()
-        return None if data.has_static_bindings else Status(Code.SKIP)
+        # With StorageCapacityScoring every pod with volume decisions is scored (dynamic
+        # provisioning by the node's free capacity), not only those with static bindings.
+        return None if data.has_static_bindings or STORAGE_CAPACITY_SCORING else Status(Code.SKIP)
 
     def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
         if self._shape is None:
@@ -730,10 +804,21 @@ class VolumeBinding(Plugin):
         if pod_volumes is None:
             return 0, None
         per_class: dict[str, list[int]] = {}
-        for pvc, pv in pod_volumes.static_bindings:
-            acc = per_class.setdefault(pv_class(pv), [0, 0])
-            acc[0] += math.ceil(storage_request(pvc))
-            acc[1] += math.ceil(storage_capacity(pv))
+        if pod_volumes.static_bindings or not STORAGE_CAPACITY_SCORING:
+            for pvc, pv in pod_volumes.static_bindings:
+                acc = per_class.setdefault(pv_class(pv), [0, 0])
+                acc[0] += math.ceil(storage_request(pvc))
+                acc[1] += math.ceil(storage_capacity(pv))
+        else:
+            # Dynamic provisioning: the free capacity CSIStorageCapacity reports for the node's
+            # topology (per class, the last claim's capacity object, requests summed).
+            for pvc in pod_volumes.dynamic_provisions:
+                capacity = pod_volumes.node_capacities.get(_claim_key(pvc))
+                if capacity is None:
+                    continue
+                acc = per_class.setdefault(pvc_class(pvc), [0, 0])
+                acc[1] = math.ceil(quantity(capacity.get("capacity")))
+                acc[0] += math.ceil(storage_request(pvc))
         return self._score_classes(per_class.values()), None
 
     def _score_classes(self, resources: Iterable[Sequence[int]]) -> int:

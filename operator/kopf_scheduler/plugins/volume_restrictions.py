@@ -35,7 +35,8 @@ PRE_FILTER_STATE_KEY = "PreFilterVolumeRestrictions"
 
 ERR_REASON_DISK_CONFLICT = "node(s) had no available disk"
 ERR_REASON_RWOP_CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
 )
 
 _RESTRICTED_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
@@ -177,7 +178,9 @@ class VolumeRestrictions(Plugin):
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE), self._after_pod_deleted),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), self._after_pod_deleted
+            ),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
             ClusterEventWithHint(ClusterEvent(EventResource.PVC, ActionType.ADD), self._after_pvc_added),
         ]

@@ -425,7 +425,7 @@ def check(
                 if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
                     continue
                 left = free.get(name, node.allocatable)
-                need = pod.requests
+                need = pod.filter_requests  # what NodeResourcesFit checks
                 if left.allowed_pod_number < 1:
                     continue
                 if all(need.get(r) <= left.get(r) for r in _resource_names(need) if r != PODS):

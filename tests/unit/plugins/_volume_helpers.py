@@ -189,4 +189,3 @@ class FakeHandle:
     snapshot: Snapshot = field(default_factory=Snapshot)
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     client: Any = None
-    feature_gates: dict[str, bool] = field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from node_plugin_helpers import FakeHandle, make_snapshot, scores
 
@@ -119,3 +120,20 @@ def test_helpers() -> None:
     assert calculate_priority(1000 * MB, 1) == 100
     assert calculate_priority(5000 * MB, 1) == 100
     assert calculate_priority(0, 0) == 0
+
+
+def test_image_volumes_count_like_containers() -> None:
+    """image_locality_test.go "pod with ImageVolume": gcr.io/30 + an image volume of gcr.io/300."""
+    nodes = [make_node("node1", images=NODE_300_600_900), make_node("node2", images=NODE_4000_30)]
+    snapshot = snapshot_with_images(nodes)
+    pl = ImageLocality(None, FakeHandle(snapshot))
+    with_volume = make_pod(
+        "p",
+        containers=[{"name": "c", "image": "gcr.io/30"}],
+        volumes=[{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}],
+    )
+    # node1: 100 * (300M / 2 - 23M) / (1000M * 2 - 23M) = 6; node2: 30M / 2 < 23M -> 0
+    assert scores(pl, CycleState(), with_volume, snapshot) == [6, 0]
+    assert scores(pl, CycleState(), pod_with("gcr.io/30", "gcr.io/300"), snapshot) == [6, 0]
+    vec = pl.score_vector(CycleState(), with_volume, snapshot, np.arange(2, dtype=np.int64))
+    assert vec is not None and vec.tolist() == [6, 0]

@@ -522,7 +522,7 @@ def test_events_and_hints() -> None:
     assert pod_event.event.resource == EventResource.POD
     assert pod_event.event.action == ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
     assert node_event.event.resource == EventResource.NODE
-    assert node_event.event.action & ActionType.UPDATE_NODE_TAINT
+    assert node_event.event.action == ActionType.ADD | ActionType.UPDATE_NODE_LABEL
     ph, nh = pod_event.hint, node_event.hint
     assert ph is not None and nh is not None
     target = pod(
@@ -547,3 +547,125 @@ def test_events_and_hints() -> None:
         nh(pod("q", affinity=affinity(req=[term("rack", sel_in("a", "b"))])), None, node("n9"))
         == QueueingHint.QUEUE_SKIP
     )
+
+
+def test_pod_hints_v137() -> None:
+    """isSchedulableAfterAssignedPodChange / TargetPodUpdateLabel of v1.37.2."""
+    pl = plugin(build_snapshot(nodes3(), []))
+    ph = next(iter(pl.events_to_register())).hint
+    assert ph is not None
+    target = pod(
+        "p",
+        labels={"app": "a"},
+        affinity=affinity(anti=[term(HOST, sel_in("app", "web")), term(HOST, sel_in("tier", "db"))]),
+    )
+    relabelled = pod("p", labels={"app": "b"}, uid=target.uid)
+    # The target pod's own label update always requeues.
+    assert ph(target, target, relabelled) == QueueingHint.QUEUE
+    # Anti-affinity: matching ANY term (not all) counts.
+    web = pod("w", "n1", labels={"app": "web"})
+    plain = pod("x", "n1", labels={"app": "other"})
+    assert ph(target, web, None) == QueueingHint.QUEUE
+    assert ph(target, web, plain) == QueueingHint.QUEUE
+    # A deleted pod whose own anti-affinity matched the target frees it.
+    guard = pod("g", "n1", labels={"x": "y"}, affinity=affinity(anti=[term(HOST, sel_in("app", "a"))]))
+    assert ph(target, guard, None) == QueueingHint.QUEUE
+    other_guard = pod("g2", "n1", affinity=affinity(anti=[term(HOST, sel_in("app", "zzz"))]))
+    assert ph(target, other_guard, None) == QueueingHint.QUEUE_SKIP
+
+
+def _zone_affinity_pod() -> Any:
+    return pod("p", affinity=affinity(req=[term("zone", sel_in("service", "securityscan", "value2"))]))
+
+
+def _zone_anti_pod() -> Any:
+    return pod("p", affinity=affinity(anti=[term("zone", {"matchLabels": {"another": "label"}})]))
+
+
+NODE_HINT_CASES = [
+    (
+        "add a new node with matched pod affinity topologyKey",
+        _zone_affinity_pod,
+        None,
+        {"zone": "zone1"},
+        True,
+    ),
+    (
+        "add a new node without matched topologyKey",
+        lambda: pod("p", affinity=affinity(req=[term("region", sel_in("service", "securityscan"))])),
+        None,
+        {"zone": "zone1"},
+        False,
+    ),
+    ("update node label but not topologyKey", _zone_affinity_pod, {"aaa": "a"}, {"aaa": "b"}, False),
+    (
+        "update node label that isn't related to the pod affinity",
+        _zone_affinity_pod,
+        {"zone": "zone1"},
+        {"zone": "zone1", "unrelated-label": "unrelated"},
+        False,
+    ),
+    (
+        "update node with different affinity topologyKey value",
+        _zone_affinity_pod,
+        {"zone": "zone1"},
+        {"zone": "zone2"},
+        True,
+    ),
+    (
+        "update node to have the affinity topology label",
+        _zone_affinity_pod,
+        {"aaa": "a"},
+        {"zone": "zone1"},
+        True,
+    ),
+    (
+        "add a new node with matched pod anti-affinity topologyKey",
+        _zone_anti_pod,
+        None,
+        {"zone": "zone1"},
+        True,
+    ),
+    ("add a new node without matched pod anti-affinity topologyKey", _zone_anti_pod, None, {}, True),
+    (
+        "update node label that isn't related to the pod anti-affinity",
+        _zone_anti_pod,
+        {"zone": "zone1"},
+        {"zone": "zone1", "unrelated-label": "unrelated"},
+        False,
+    ),
+    (
+        "update node with different anti-affinity topologyKey value",
+        _zone_anti_pod,
+        {"zone": "zone1"},
+        {"zone": "zone2"},
+        True,
+    ),
+    (
+        "update node to have the anti-affinity topology label",
+        _zone_anti_pod,
+        {"aaa": "a"},
+        {"zone": "zone1"},
+        False,
+    ),
+    (
+        "update node label not to have anti-affinity topology label",
+        _zone_anti_pod,
+        {"zone": "zone1"},
+        {"aaa": "a"},
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "old", "new", "queue"), NODE_HINT_CASES, ids=[c[0] for c in NODE_HINT_CASES]
+)
+def test_node_hint(
+    name: str, make: Any, old: dict[str, str] | None, new: dict[str, str], queue: bool
+) -> None:
+    pl = plugin(build_snapshot(nodes3(), []))
+    nh = list(pl.events_to_register())[1].hint
+    assert nh is not None
+    want = QueueingHint.QUEUE if queue else QueueingHint.QUEUE_SKIP
+    assert nh(make(), node("node-a", **old) if old is not None else None, node("node-a", **new)) == want

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from node_plugin_helpers import assert_filter_vector_agrees, make_snapshot
 
-from kopf_scheduler.framework.interface import Code, CycleState, QueueingHint
+from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource
 from kopf_scheduler.plugins.node_name import NodeName
 from kopf_scheduler.testing.builders import make_node, make_pod
 
@@ -26,9 +26,16 @@ def test_filter() -> None:
         assert_filter_vector_agrees(pl, CycleState(), pod, snapshot)
 
 
-def test_hint() -> None:
+def test_pre_filter_narrows_to_the_named_node() -> None:
+    """1.37: PreFilter returns the named node, so only it is evaluated."""
     pl = NodeName()
-    assert pl.is_schedulable_after_node_add(make_pod("p"), None, make_node("x")) == QueueingHint.QUEUE
-    pinned = make_pod("p", node_name="foo")
-    assert pl.is_schedulable_after_node_add(pinned, None, make_node("foo")) == QueueingHint.QUEUE
-    assert pl.is_schedulable_after_node_add(pinned, None, make_node("bar")) == QueueingHint.QUEUE_SKIP
+    result, status = pl.pre_filter(CycleState(), make_pod("p", node_name="foo"), [])
+    assert status is None and result is not None and result.node_names == {"foo"}
+    assert pl.pre_filter(CycleState(), make_pod("p"), []) == (None, None)
+
+
+def test_node_add_event_has_no_hint() -> None:
+    events = list(NodeName().events_to_register())
+    assert [(e.event.resource, e.event.action, e.hint) for e in events] == [
+        (EventResource.NODE, ActionType.ADD, None)
+    ]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from node_plugin_helpers import make_snapshot
 
-from kopf_scheduler.framework.interface import Code, CycleState, QueueingHint
+from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.node_ports import NodePorts
 from kopf_scheduler.testing.builders import make_pod
 
@@ -95,3 +95,8 @@ def test_hint_after_pod_deleted() -> None:
     assert pl.is_schedulable_after_pod_deleted(pod, bound_other, None) == QueueingHint.QUEUE_SKIP
     no_ports = make_pod("b", node_name="n1")
     assert pl.is_schedulable_after_pod_deleted(pod, no_ports, None) == QueueingHint.QUEUE_SKIP
+
+
+def test_events_are_assigned_pod_delete_and_node_add() -> None:
+    events = {(e.event.resource, e.event.action) for e in NodePorts().events_to_register()}
+    assert events == {(EventResource.ASSIGNED_POD, ActionType.DELETE), (EventResource.NODE, ActionType.ADD)}

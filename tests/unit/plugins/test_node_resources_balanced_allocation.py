@@ -14,7 +14,7 @@ from kopf_scheduler.plugins.node_resources_balanced_allocation import (
     NodeResourcesBalancedAllocation,
     NodeResourcesBalancedAllocationArgs,
 )
-from kopf_scheduler.plugins.resource_allocation import balanced_score
+from kopf_scheduler.plugins.resource_allocation import balance, balanced_score
 from kopf_scheduler.testing.builders import make_node
 
 GPU = "nvidia.com/gpu"
@@ -24,82 +24,127 @@ def plugin(raw: dict[str, Any] | None = None) -> NodeResourcesBalancedAllocation
     return NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs.model_validate(raw or {}))
 
 
+def cm(cpu: str, memory: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": memory}
+
+
+# The reference's balanced_allocation_test.go table (v1.37.2): pods are lists of containers, nodes
+# (milli cpu, memory, extra). Since 1.37 the score is 50 + (50 + balance with the pod - balance
+# without it) / 2, with balance = (1 - std of the fractions) * 100.
+CPU_MEM = None
+WITH_GPU = {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": GPU}]}
 CASES = [
-    # (name, pod requests, nodes (cpu, memory, extra), existing (node, requests), resources, expected)
+    # (name, pod containers, nodes, existing (node, containers), args, expected)
     (
-        # node1: |0.75 - 0.5| / 2 = 0.125 -> 87; node2: 0.5, 0.5 -> 100
+        # n1: with 0.75/0.5 -> 87, without 0/0 -> 100: 50 + 37 // 2; n2: 100 both -> 75
         "nothing scheduled, resources requested, differently sized nodes",
-        {"cpu": "3000", "memory": "5000"},
-        [("4000", "10000", {}), ("6000", "10000", {})],
+        [cm("1000m", "2000"), cm("2000m", "3000")],
+        [("4000m", "10000", {}), ("6000m", "10000", {})],
         [],
-        None,
-        [87, 100],
+        CPU_MEM,
+        [68, 75],
     ),
     (
-        # node1: 0.6, 0.25 -> 82; node2: 0.6, 0.5 -> 95
+        # n1: with 0.6/0.25 -> 82, without 0.3/0 -> 85 -> 73; n2: with 0.6/0.5 -> 95, without 0.3/0.25 -> 97
         "resources requested, pods scheduled with resources",
-        {"cpu": "3000", "memory": "5000"},
-        [("10000", "20000", {}), ("10000", "20000", {})],
-        [("n1", {"cpu": "3000", "memory": "0"}), ("n2", {"cpu": "3000", "memory": "5000"})],
-        None,
-        [82, 95],
+        [cm("1000m", "2000"), cm("2000m", "3000")],
+        [("10000m", "20000", {}), ("10000m", "20000", {})],
+        [
+            ("n1", [{"cpu": "1000m"}, {"cpu": "2000m"}]),
+            ("n2", [cm("1000m", "2000"), cm("2000m", "3000")]),
+        ],
+        CPU_MEM,
+        [73, 74],
     ),
     (
-        # fractions above 1 are capped: node1 cpu 1.0, memory 0.5 -> 75
-        "requested resources exceed node capacity",
-        {"cpu": "3000", "memory": "5000"},
-        [("4000", "10000", {}), ("4000", "10000", {})],
-        [("n1", {"cpu": "3000"}), ("n2", {"cpu": "3000", "memory": "5000"})],
-        None,
-        [75, 100],
+        "resources requested, pods scheduled with resources, differently sized nodes",
+        [cm("1000m", "2000"), cm("2000m", "3000")],
+        [("10000m", "20000", {}), ("10000m", "50000", {})],
+        [
+            ("n1", [{"cpu": "1000m"}, {"cpu": "2000m"}]),
+            ("n2", [cm("1000m", "2000"), cm("2000m", "3000")]),
+        ],
+        CPU_MEM,
+        [73, 70],
     ),
     (
-        # 0.5, 0.5, 0.2: mean 0.4, std sqrt(0.02) -> 85; node2 has no gpu: 0.5, 0.5 -> 100
-        "three resources",
-        {"cpu": "2000", "memory": "5000", GPU: "1"},
-        [("4000", "10000", {GPU: "5"}), ("4000", "10000", {})],
+        # n1 goes from 1/0 (50) to 1/1 (100): the best move scores 100; n2 from 100 to 50 scores 50
+        "resources requested, pods scheduled with resources, nodes to reach min/max score",
+        [{"memory": "2000"}, {"memory": "3000"}],
+        [("3000m", "5000", {}), ("3000m", "5000", {})],
+        [("n1", [{"cpu": "1000m"}, {"cpu": "2000m"}])],
+        CPU_MEM,
+        [100, 50],
+    ),
+    (
+        "requested resources at node capacity",
+        [{"cpu": "1000m"}, {"cpu": "2000m"}],
+        [("6000m", "10000", {}), ("6000m", "10000", {})],
+        [
+            ("n1", [{"cpu": "1000m"}, {"cpu": "2000m"}]),
+            ("n2", [cm("1000m", "2000"), cm("2000m", "3000")]),
+        ],
+        CPU_MEM,
+        [62, 62],
+    ),
+    (
+        "scalar resource is included in the score computation if pod requests the scalar resource",
+        [{"cpu": "0", "memory": "0", GPU: "1"}],
+        [("3500m", "40000", {GPU: "8"}), ("3500m", "40000", {GPU: "8"})],
+        [
+            ("n1", [cm("1000m", "2000"), {"cpu": "2000m", "memory": "3000", GPU: "3"}]),
+            ("n2", [cm("1000m", "2000"), cm("2000m", "3000")]),
+        ],
+        WITH_GPU,
+        [75, 76],
+    ),
+    (
+        "scalar resource is not included in the score computation if pod doesn't request the scalar resource",
+        [cm("1000m", "2000"), cm("2000m", "3000")],
+        [("3500m", "40000", {GPU: "8"}), ("3500m", "40000", {})],
         [],
-        {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": GPU}]},
-        [85, 100],
+        WITH_GPU,
+        [56, 56],
     ),
     (
-        # a scalar the pod does not request is left out: 0.75, 0.5
-        "scalar resource not requested is bypassed",
-        {"cpu": "3000", "memory": "5000"},
-        [("4000", "10000", {GPU: "4"})],
-        [("n1", {GPU: "4"})],
-        {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": GPU}]},
-        [87],
+        # 0.5, 0.5, 0.2 with the pod: mean 0.4, std sqrt(0.02) -> 85, from 100 without: 67
+        "three resources",
+        [{"cpu": "2000m", "memory": "5000", GPU: "1"}],
+        [("4000m", "10000", {GPU: "5"}), ("4000m", "10000", {})],
+        [],
+        WITH_GPU,
+        [67, 75],
     ),
     (
         # actual requests, not non-zero defaults: an existing pod without requests adds nothing
         "existing pods without requests add nothing",
-        {"cpu": "1000", "memory": "2000"},
-        [("4000", "8000", {})],
-        [("n1", {})],
-        None,
-        [100],
+        [cm("1000m", "2000")],
+        [("4000m", "8000", {})],
+        [("n1", [{}])],
+        CPU_MEM,
+        [75],
     ),
 ]
 
 
-@pytest.mark.parametrize(("name", "requests", "nodes", "existing", "raw", "expected"), CASES)
+@pytest.mark.parametrize(("name", "containers", "nodes", "existing", "raw", "expected"), CASES)
 def test_score(
     name: str,
-    requests: dict[str, str],
+    containers: list[dict[str, str]],
     nodes: list[tuple[str, str, dict[str, str]]],
-    existing: list[tuple[str, dict[str, str]]],
+    existing: list[tuple[str, list[dict[str, str]]]],
     raw: dict[str, Any] | None,
     expected: list[int],
 ) -> None:
     node_objs = [make_node(f"n{i + 1}", cpu=c, memory=m, extra=x) for i, (c, m, x) in enumerate(nodes)]
-    pods = [req_pod(r, name=f"e{i}", node_name=n) for i, (n, r) in enumerate(existing)]
+    pods = [req_pod(*cs, name=f"e{i}", node_name=n) for i, (n, cs) in enumerate(existing)]
     snapshot = make_snapshot(node_objs, pods)
-    pod = req_pod(requests)
+    pod = req_pod(*containers)
     pl = plugin(raw)
     state = CycleState()
     assert pl.pre_score(state, pod, snapshot.list()) is None
     assert assert_score_vector_agrees(pl, state, pod, snapshot) == expected
+    # Without PreScore (the reference's "if PreScore not called" cases) the result is the same.
     assert scores(pl, CycleState(), pod, snapshot) == expected
 
 
@@ -109,11 +154,17 @@ def test_best_effort_pod_skips() -> None:
     assert status is not None and status.code == Code.SKIP
 
 
-def test_balanced_score_scalar() -> None:
-    assert balanced_score([1, 1], [2, 4]) == 87
-    assert balanced_score([5, 1], [4, 4]) == 62  # capped at 1: |1 - 0.25| / 2
-    assert balanced_score([1], [2]) == 100  # a single fraction has no spread
-    assert balanced_score([0, 0], [0, 0]) == 100
+def test_balance_and_balanced_score_scalar() -> None:
+    assert balance([1, 1], [2, 4]) == 87
+    assert balance([5, 1], [4, 4]) == 62  # capped at 1: |1 - 0.25| / 2
+    assert balance([1], [2]) == 100  # a single fraction has no spread
+    assert balance([0, 0], [0, 0]) == 100
+    assert balanced_score([1, 1], [0, 0], [2, 4]) == 50 + (50 + 87 - 100) // 2
+    # Worst move (perfect balance to the largest spread) and best move.
+    assert balanced_score([4, 0], [0, 0], [4, 4]) == 50
+    assert balanced_score([4, 4], [4, 0], [4, 4]) == 100
+    # Unchanged balance: 75, however loaded the node is.
+    assert balanced_score([2, 2], [1, 1], [4, 4]) == 75
 
 
 def test_vector_agrees_on_random_cluster() -> None:

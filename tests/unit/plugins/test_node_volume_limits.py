@@ -1,4 +1,5 @@
-"""NodeVolumeLimits (CSI), after the reference's csi_test.go (without VolumeAttachment counting)."""
+"""NodeVolumeLimits (CSI), after the reference's v1.37.2 csi_test.go (limits from CSINode only,
+migration GA, VolumeAttachments counted, VolumeLimitScaling's driver check)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,10 @@ from kopf_scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
-from kopf_scheduler.plugins.node_volume_limits import NodeVolumeLimits, csi_attach_limit_key
+from kopf_scheduler.plugins.node_volume_limits import NodeVolumeLimits
 
 EBS = "ebs.csi.aws.com"
 GCE = "pd.csi.storage.gke.io"
-EBS_IN_TREE = "kubernetes.io/aws-ebs"
 EXCEEDED = Status.unschedulable("node(s) exceed max volume count")
 
 
@@ -126,7 +126,7 @@ def test_csi_limits(
     want: Status | None,
 ) -> None:
     pvcs, pvs, classes = _world()
-    nodes = [csi_node("node-a", drivers, migrated=[EBS_IN_TREE])] if drivers is not None else []
+    nodes = [csi_node("node-a", drivers)] if drivers is not None else []
     plugin = NodeVolumeLimits(None, FakeHandle(objects=objects(pvcs, pvs, classes, nodes)))
     info = node_info("node-a", pods=existing)
     _, pre = plugin.pre_filter(CycleState(), pod, [info])
@@ -134,20 +134,122 @@ def test_csi_limits(
     assert plugin.filter(CycleState(), pod, info) == want
 
 
-def test_in_tree_not_counted_without_migration_annotation() -> None:
+def test_in_tree_counted_without_migration_annotation() -> None:
+    """Migration is GA: any node with a CSINode counts in-tree EBS against the EBS driver."""
     pvcs, pvs, classes = _world()
     handle = FakeHandle(objects=objects(pvcs, pvs, classes, [csi_node("node-a", {EBS: 2})]))
     plugin = NodeVolumeLimits(None, handle)
-    assert plugin.filter(CycleState(), in_tree_one, node_info("node-a", pods=[in_tree_two])) is None
+    assert plugin.filter(CycleState(), in_tree_one, node_info("node-a", pods=[in_tree_two])) == EXCEEDED
+    # Without a CSINode nothing is migrated (and there are no limits anyway).
+    bare = NodeVolumeLimits(None, FakeHandle(objects=objects(pvcs, pvs, classes)))
+    assert bare.filter(CycleState(), in_tree_one, node_info("node-a", pods=[in_tree_two])) is None
 
 
-def test_node_allocatable_attach_limit_is_used() -> None:
+def test_node_allocatable_attach_limit_is_ignored() -> None:
+    """Since the attach-limit allocatable was dropped, only CSINode counts limit volumes."""
     pvcs, pvs, classes = _world()
     plugin = NodeVolumeLimits(None, FakeHandle(objects=objects(pvcs, pvs, classes)))
-    info = node_info("node-a", pods=[running, ebs_two], extra={csi_attach_limit_key(EBS): "3"})
-    assert plugin.filter(CycleState(), ebs_one, info) == EXCEEDED
-    roomy = node_info("node-a", pods=[running, ebs_two], extra={csi_attach_limit_key(EBS): "4"})
-    assert plugin.filter(CycleState(), ebs_one, roomy) is None
+    info = node_info("node-a", pods=[running, ebs_two], extra={f"attachable-volumes-csi-{EBS}": "1"})
+    assert plugin.filter(CycleState(), ebs_one, info) is None
+
+
+def test_portworx_in_tree_volumes_count_against_their_driver() -> None:
+    px = "pxd.portworx.com"
+    inline = pod_with("px1", {"name": "v", "portworxVolume": {"volumeID": "px-1"}})
+    on_node = pod_with("px2", {"name": "v", "portworxVolume": {"volumeID": "px-2"}}, node_name="node-a")
+    plugin = NodeVolumeLimits(None, FakeHandle(objects=objects(csi_nodes=[csi_node("node-a", {px: 1})])))
+    assert plugin.pre_filter(CycleState(), inline, []) == (None, None)
+    assert plugin.filter(CycleState(), inline, node_info("node-a", pods=[on_node])) == EXCEEDED
+    same = pod_with("px3", {"name": "v", "portworxVolume": {"volumeID": "px-2"}})
+    assert plugin.filter(CycleState(), same, node_info("node-a", pods=[on_node])) is None
+
+
+def volume_attachment(name: str, node: str, attacher: str, pv_name: str | None) -> dict[str, Any]:
+    source = {"persistentVolumeName": pv_name} if pv_name is not None else {}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "attacher": attacher, "source": source},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "va_count", "want"),
+    [
+        ("should count VolumeAttachments towards volume limit when no pods exist", 2, EXCEEDED),
+        ("should schedule pod when VolumeAttachments count does not exceed limit", 1, None),
+    ],
+)
+def test_volume_attachments_count(name: str, va_count: int, want: Status | None) -> None:
+    pvcs, pvs, classes = _world()
+    handle = FakeHandle(objects=objects(pvcs, pvs, classes, [csi_node("node-a", {EBS: 2})]))
+    # Attachments of other volumes of the driver (pv-...-1 and -2), so they add to ebs_one's -0.
+    handle.objects["VolumeAttachment"] = {
+        f"va-{i}": volume_attachment(f"va-{i}", "node-a", EBS, f"pv-{EBS}-{i + 1}") for i in range(va_count)
+    }
+    plugin = NodeVolumeLimits(None, handle)
+    state = CycleState()
+    assert plugin.pre_filter(state, ebs_one, []) == (None, None)
+    assert plugin.filter(state, ebs_one, node_info("node-a")) == want
+    assert plugin.filter(CycleState(), ebs_one, node_info("node-a")) == want  # without PreFilter
+
+
+def test_volume_attachments_not_counted_twice_or_when_unusable() -> None:
+    pvcs, pvs, classes = _world()
+    handle = FakeHandle(objects=objects(pvcs, pvs, classes, [csi_node("node-a", {EBS: 3})]))
+    handle.objects["VolumeAttachment"] = {
+        # the volume ebs_two's pod already holds: attached once
+        "same": volume_attachment("same", "node-a", EBS, f"pv-{EBS}-1"),
+        "other-node": volume_attachment("other-node", "node-b", EBS, f"pv-{EBS}-3"),
+        "no-attacher": volume_attachment("no-attacher", "node-a", "", f"pv-{EBS}-3"),
+        "no-pv-name": volume_attachment("no-pv-name", "node-a", EBS, None),
+        "missing-pv": volume_attachment("missing-pv", "node-a", EBS, "pv-gone"),
+        "not-csi": volume_attachment("not-csi", "node-a", EBS, "pv-hostpath"),
+    }
+    plugin = NodeVolumeLimits(None, handle)
+    assert plugin.filter(CycleState(), ebs_one, node_info("node-a", pods=[ebs_two])) is None
+    handle.objects["VolumeAttachment"]["real"] = volume_attachment("real", "node-a", EBS, f"pv-{EBS}-3")
+    assert plugin.filter(CycleState(), ebs_one, node_info("node-a", pods=[ebs_two])) == EXCEEDED
+
+
+def csi_driver(name: str, prevent: bool | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if prevent is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+
+
+NOT_INSTALLED = Status.unschedulable(f"{EBS} CSI driver is not installed on the node")
+
+
+@pytest.mark.parametrize(
+    ("name", "node_drivers", "driver_obj", "want"),
+    [
+        (
+            "allow scheduling when CSIDriver exists but PreventPodSchedulingIfMissing is not set",
+            {},
+            False,
+            None,
+        ),
+        ("fail when driver not installed and PreventPodSchedulingIfMissing is true", {}, True, NOT_INSTALLED),
+        ("driver installed within limit", {EBS: 2}, True, None),
+        ("allow scheduling when CSIDriver object missing", {}, None, None),
+        ("no CSINode at all and the driver opted in", None, True, NOT_INSTALLED),
+    ],
+)
+def test_volume_limit_scaling_driver_check(
+    name: str, node_drivers: dict[str, int | None] | None, driver_obj: bool | None, want: Status | None
+) -> None:
+    pvcs, pvs, classes = _world()
+    nodes = [csi_node("node-a", node_drivers)] if node_drivers is not None else []
+    handle = FakeHandle(objects=objects(pvcs, pvs, classes, nodes))
+    if driver_obj is not None:
+        handle.objects["CSIDriver"] = {EBS: csi_driver(EBS, driver_obj)}
+    plugin = NodeVolumeLimits(None, handle)
+    state = CycleState()
+    assert plugin.pre_filter(state, ebs_one, []) == (None, None)
+    assert plugin.filter(state, ebs_one, node_info("node-a")) == want
 
 
 def test_pre_filter_skips_pods_without_attachable_volumes() -> None:
@@ -187,19 +289,11 @@ def test_ephemeral_volumes() -> None:
     assert plugin.filter(CycleState(), pod, node_info("node-a", pods=[running, ebs_two])) == EXCEEDED
 
 
-def test_attach_limit_key() -> None:
-    assert csi_attach_limit_key(EBS) == "attachable-volumes-csi-ebs.csi.aws.com"
-    long_name = "a-very-long-csi-driver-name.storage.example.com"
-    key = csi_attach_limit_key(long_name)
-    assert key.startswith("attachable-volumes-csi-a-very-long-csi-drive")
-    assert len(key) == len("attachable-volumes-csi-") + 23 + 16
-
-
 def test_events_and_hints() -> None:
     plugin = NodeVolumeLimits(None, FakeHandle())
     events = {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
     assert (EventResource.CSI_NODE, ActionType.ADD) in events
-    pod_hint = events[(EventResource.POD, ActionType.DELETE)]
+    pod_hint = events[(EventResource.ASSIGNED_POD, ActionType.DELETE)]
     assert pod_hint is not None
     new = pod_with_claims(f"csi-{EBS}-2")
     assert pod_hint(new, pod_with_claims("placeholder", node_name="node-a"), None) == QueueingHint.QUEUE
@@ -207,6 +301,11 @@ def test_events_and_hints() -> None:
     assert pod_hint(new, inline, None) == QueueingHint.QUEUE
     assert pod_hint(new, pod_with("d", node_name="node-a"), None) == QueueingHint.QUEUE_SKIP
     assert pod_hint(new, pod_with_claims(f"csi-{EBS}-0", name="d"), None) == QueueingHint.QUEUE_SKIP
+    nominated = pod_with_claims(f"csi-{EBS}-0", name="d")
+    nominated.nominated_node_name = "node-a"
+    assert pod_hint(new, nominated, None) == QueueingHint.QUEUE  # unbound but nominated counts too
+    azure_file = pod_with("d", {"name": "v", "azureFile": {"shareName": "s"}}, node_name="node-a")
+    assert pod_hint(new, azure_file, None) == QueueingHint.QUEUE  # inline migratable
     pvc_hint = events[(EventResource.PVC, ActionType.ADD)]
     assert pvc_hint is not None
     ns1 = pod_with_claims("pvc1", namespace="ns1")
@@ -218,3 +317,30 @@ def test_events_and_hints() -> None:
     eph = pod_with("pod1", {"name": "ephemeral", "ephemeral": {}}, namespace="ns1")
     assert pvc_hint(eph, None, pvc("pod1-ephemeral", namespace="ns1")) == QueueingHint.QUEUE
     assert pvc_hint(ns1, None, pvc("pvc2", namespace="ns1")) == QueueingHint.QUEUE_SKIP
+
+
+def test_csi_node_update_hint() -> None:
+    plugin = NodeVolumeLimits(None, FakeHandle())
+    events = {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
+    hint = events[(EventResource.CSI_NODE, ActionType.UPDATE)]
+    assert hint is not None
+    p = pod_with_claims("x")
+    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 3})) == QueueingHint.QUEUE
+    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 2})) == QueueingHint.QUEUE_SKIP
+    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 1})) == QueueingHint.QUEUE_SKIP
+    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 2, GCE: 1})) == QueueingHint.QUEUE
+    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 2, GCE: None})) == QueueingHint.QUEUE_SKIP
+
+
+def test_volume_attachment_delete_hint() -> None:
+    plugin = NodeVolumeLimits(None, FakeHandle())
+    events = {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
+    hint = events[(EventResource.VOLUME_ATTACHMENT, ActionType.DELETE)]
+    assert hint is not None
+    va = volume_attachment("va", "node-a", EBS, "pv")
+    assert hint(pod_with("p"), va, None) == QueueingHint.QUEUE_SKIP  # no volumes
+    assert hint(pod_with_claims("c"), va, None) == QueueingHint.QUEUE
+    ebs_inline = pod_with("p", {"name": "v", "awsElasticBlockStore": {"volumeID": "x"}})
+    assert hint(ebs_inline, va, None) == QueueingHint.QUEUE
+    gce_inline = pod_with("p", {"name": "v", "gcePersistentDisk": {"pdName": "x"}})
+    assert hint(gce_inline, va, None) == QueueingHint.QUEUE_SKIP

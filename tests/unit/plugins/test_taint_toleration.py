@@ -35,7 +35,7 @@ FILTER_CASES = [
         "no tolerations, node with a NoSchedule taint",
         [],
         [taint("dedicated", "user1", "NoSchedule")],
-        "node(s) had untolerated taint {dedicated: user1}",
+        "node(s) had untolerated taint(s)",
     ),
     (
         "toleration matches the dedicated taint",
@@ -47,7 +47,7 @@ FILTER_CASES = [
         "toleration for another user",
         [tol("dedicated", "Equal", "user2", "NoSchedule")],
         [taint("dedicated", "user1", "NoSchedule")],
-        "node(s) had untolerated taint {dedicated: user1}",
+        "node(s) had untolerated taint(s)",
     ),
     (
         "Exists tolerates any value",
@@ -65,7 +65,7 @@ FILTER_CASES = [
         "key and value match but the non-empty effect differs",
         [tol("foo", "Equal", "bar", "PreferNoSchedule")],
         [taint("foo", "bar", "NoSchedule")],
-        "node(s) had untolerated taint {foo: bar}",
+        "node(s) had untolerated taint(s)",
     ),
     (
         "empty toleration effect matches every effect",
@@ -81,10 +81,10 @@ FILTER_CASES = [
     ),
     ("no tolerations, PreferNoSchedule taint", [], [taint("dedicated", "user1", "PreferNoSchedule")], None),
     (
-        "NoExecute taints filter too; the first untolerated one is reported",
+        "NoExecute taints filter too; the reason names no taint",
         [tol("a", "Exists")],
         [taint("a", "1", "NoExecute"), taint("b", "2", "NoExecute"), taint("c", "3", "NoSchedule")],
-        "node(s) had untolerated taint {b: 2}",
+        "node(s) had untolerated taint(s)",
     ),
 ]
 
@@ -207,3 +207,21 @@ def test_hints() -> None:
     assert pl.is_schedulable_after_pod_toleration_change(pod, pod, pod) == QueueingHint.QUEUE
     other = make_pod("q")
     assert pl.is_schedulable_after_pod_toleration_change(pod, other, other) == QueueingHint.QUEUE_SKIP
+
+
+def test_filter_reason_is_the_same_for_different_taints() -> None:
+    """1.37 names no taint in the reason, so FailedScheduling counts such nodes together."""
+    snapshot = make_snapshot(
+        [
+            make_node("n1", taints=[taint("a", "1", "NoSchedule")]),
+            make_node("n2", taints=[taint("b", "2", "NoExecute")]),
+        ]
+    )
+    pod = make_pod("p")
+    pl = TaintToleration()
+    reasons = set()
+    for info in snapshot.list():
+        status = pl.filter(CycleState(), pod, info)
+        assert status is not None
+        reasons.update(status.reasons)
+    assert reasons == {"node(s) had untolerated taint(s)"}

@@ -39,7 +39,7 @@ CLASSES = (IMMEDIATE, WAIT, WAIT_HDD, DYNAMIC, ZONED)
 HOST = "kubernetes.io/hostname"
 
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-NODE_CONFLICT = "node(s) had volume node affinity conflict"
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 
 
@@ -48,7 +48,6 @@ def _plugin(
     pvs: Sequence[dict[str, Any]] = (),
     nodes: Sequence[NodeInfo] = (),
     *,
-    capacity_priority: bool = False,
     client: Any = None,
     args: VolumeBindingArgs | None = None,
 ) -> tuple[VolumeBinding, FakeHandle]:
@@ -56,7 +55,6 @@ def _plugin(
         snapshot=Snapshot(list(nodes)),
         objects=objects(pvcs, pvs, CLASSES),
         client=client,
-        feature_gates={"VolumeCapacityPriority": capacity_priority},
     )
     return VolumeBinding(args, handle), handle
 
@@ -68,7 +66,6 @@ class Case:
     nodes: list[NodeInfo]
     pvcs: list[dict[str, Any]] = field(default_factory=list)
     pvs: list[dict[str, Any]] = field(default_factory=list)
-    capacity_priority: bool = False
     want_pre_filter: Status | None = None
     want_filter: list[Status | None] = field(default_factory=list)
     want_scores: list[int] = field(default_factory=list)
@@ -165,9 +162,8 @@ CASES = [
             pv("pv-b-0", "wait-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
             pv("pv-b-1", "wait-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
         ],
-        capacity_priority=True,
         want_filter=[None, None, Status.unresolvable(BIND_CONFLICT)],
-        want_scores=[25, 50, 0],
+        want_scores=[75, 50, 0],
     ),
     Case(
         "local volumes with close capacity are preferred (multiple pvcs)",
@@ -184,9 +180,8 @@ CASES = [
             pv("pv-b-2", "wait-hdd-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
             pv("pv-b-3", "wait-hdd-sc", capacity="100Gi", node_affinity={HOST: ["node-b"]}),
         ],
-        capacity_priority=True,
         want_filter=[None, None, Status.unresolvable(BIND_CONFLICT)],
-        want_scores=[38, 75, 0],
+        want_scores=[63, 25, 0],
     ),
     Case(
         "zonal volumes with close capacity are preferred",
@@ -213,7 +208,6 @@ CASES = [
             for z, cap in (("a", "200Gi"), ("b", "100Gi"))
             for i in range(2)
         ],
-        capacity_priority=True,
         want_filter=[
             None,
             None,
@@ -222,7 +216,7 @@ CASES = [
             Status.unresolvable(BIND_CONFLICT),
             Status.unresolvable(BIND_CONFLICT),
         ],
-        want_scores=[25, 25, 50, 50, 0, 0],
+        want_scores=[75, 75, 50, 50, 0, 0],
     ),
     Case(
         "WaitForFirstConsumer claim left for dynamic provisioning",
@@ -256,7 +250,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_volume_binding(case: Case) -> None:
-    plugin, _ = _plugin(case.pvcs, case.pvs, case.nodes, capacity_priority=case.capacity_priority)
+    plugin, _ = _plugin(case.pvcs, case.pvs, case.nodes)
     state = CycleState()
     _, status = plugin.pre_filter(state, case.pod, case.nodes)
     if case.want_pre_filter is not None:
@@ -271,9 +265,8 @@ def test_volume_binding(case: Case) -> None:
     assert got == case.want_filter
     for s in got:
         assert s is None or s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    pre_score = plugin.pre_score(state, case.pod, case.nodes)
-    if not case.capacity_priority:
-        assert pre_score is not None and pre_score.code == Code.SKIP
+    # StorageCapacityScoring (on in 1.37): PreScore never skips once PreFilter wrote its state.
+    assert plugin.pre_score(state, case.pod, case.nodes) is None
     scores = [plugin.score(state, case.pod, n)[0] for n in case.nodes]
     assert scores == case.want_scores
 
@@ -389,35 +382,115 @@ def test_ephemeral_volume_waits_for_its_claim() -> None:
     assert status is None
 
 
-def test_score_disabled_by_default_even_with_args() -> None:
+def test_custom_shape() -> None:
+    # Prefer fuller volumes: 0 at 0% utilization, 10 at 100% (the opposite of the default).
     args = VolumeBindingArgs.model_validate(
-        {"bindTimeoutSeconds": 30, "shape": [{"utilization": 0, "score": 10}]}
-    )
-    nodes = [node_info("node-a")]
-    plugin, _ = _plugin([pvc("pvc-a", "wait-sc")], [pv("p", "wait-sc")], nodes, args=args)
-    state, _ = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
-    status = plugin.pre_score(state, pod_with_claims("pvc-a"), nodes)
-    assert status is not None and status.code == Code.SKIP
-    assert plugin.score(state, pod_with_claims("pvc-a"), nodes[0]) == (0, None)
-    assert plugin.bind_timeout == 30
-
-
-def test_custom_shape_when_capacity_priority_enabled() -> None:
-    # Prefer emptier volumes: 10 at 0% utilization, 0 at 100%.
-    args = VolumeBindingArgs.model_validate(
-        {"shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}
+        {
+            "bindTimeoutSeconds": 30,
+            "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
+        }
     )
     nodes = [node_info("node-a")]
     plugin, _ = _plugin(
-        [pvc("pvc-a", "wait-sc", request="25Gi")],
-        [pv("p", "wait-sc", capacity="100Gi")],
-        nodes,
-        capacity_priority=True,
-        args=args,
+        [pvc("pvc-a", "wait-sc", request="25Gi")], [pv("p", "wait-sc", capacity="100Gi")], nodes, args=args
     )
     state, _ = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
     assert plugin.pre_score(state, pod_with_claims("pvc-a"), nodes) is None
-    assert plugin.score(state, pod_with_claims("pvc-a"), nodes[0]) == (75, None)
+    assert plugin.score(state, pod_with_claims("pvc-a"), nodes[0]) == (25, None)
+    assert plugin.bind_timeout == 30
+
+
+CAPACITY_SC = sc(
+    "wait-sc-with-storage-capacity", "WaitForFirstConsumer", provisioner="driver-with-storage-capacity"
+)
+NODE_LABEL = "kubernetes.io/hostname"
+
+
+def _capacity(name: str, node: str, capacity: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": "default"},
+        "storageClassName": CAPACITY_SC["metadata"]["name"],
+        "nodeTopology": {"matchLabels": {NODE_LABEL: node}},
+        "capacity": capacity,
+    }
+
+
+def _capacity_plugin(
+    claims: Sequence[dict[str, Any]],
+    pvs: Sequence[dict[str, Any]],
+    capacities: dict[str, str],
+    args: VolumeBindingArgs | None = None,
+) -> tuple[VolumeBinding, list[NodeInfo]]:
+    nodes = [node_info(n) for n in capacities]
+    plugin, handle = _plugin(claims, pvs, nodes, args=args)
+    handle.objects["StorageClass"][CAPACITY_SC["metadata"]["name"]] = CAPACITY_SC
+    handle.objects["CSIDriver"] = {
+        "driver-with-storage-capacity": {
+            "metadata": {"name": "driver-with-storage-capacity"},
+            "spec": {"storageCapacity": True},
+        }
+    }
+    handle.objects["CSIStorageCapacity"] = {f"default/{n}": _capacity(n, n, c) for n, c in capacities.items()}
+    return plugin, nodes
+
+
+def _scores(plugin: VolumeBinding, pod: PodSpec, nodes: Sequence[NodeInfo]) -> list[int]:
+    state, statuses = _filter_all(plugin, pod, nodes)
+    assert statuses == [None] * len(nodes)
+    assert plugin.pre_score(state, pod, nodes) is None
+    return [plugin.score(state, pod, n)[0] for n in nodes]
+
+
+CAPACITY_CLASS = CAPACITY_SC["metadata"]["name"]
+THREE_NODES = {"node-a": "100Gi", "node-b": "50Gi", "node-c": "10Gi"}
+
+
+def test_storage_capacity_score() -> None:
+    """volume_binding_test.go "storage capacity score": dynamic provisioning by free capacity."""
+    claim = pvc("pvc-dynamic", CAPACITY_CLASS, request="10Gi")
+    plugin, nodes = _capacity_plugin([claim], [], THREE_NODES)
+    assert _scores(plugin, pod_with_claims("pvc-dynamic"), nodes) == [90, 80, 0]
+
+
+def test_storage_capacity_score_with_static_binds() -> None:
+    """With a static binding, only static bindings are scored (50Gi of 100Gi: 50)."""
+    claims = [
+        pvc("pvc-dynamic", CAPACITY_CLASS, request="10Gi"),
+        pvc("pvc-static", "wait-sc", request="50Gi"),
+    ]
+    pvs = [
+        pv(f"pv-static-{n[-1]}", "wait-sc", capacity="100Gi", node_affinity={HOST: [n]}) for n in THREE_NODES
+    ]
+    plugin, nodes = _capacity_plugin(claims, pvs, THREE_NODES)
+    assert _scores(plugin, pod_with_claims("pvc-dynamic", "pvc-static"), nodes) == [50, 50, 50]
+
+
+def test_dynamic_provisioning_with_multiple_claims_of_one_class() -> None:
+    claims = [
+        pvc("pvc-dynamic-0", CAPACITY_CLASS, request="50Gi"),
+        pvc("pvc-dynamic-1", CAPACITY_CLASS, request="50Gi"),
+    ]
+    plugin, nodes = _capacity_plugin(claims, [], {"node-a": "100Gi"})
+    assert _scores(plugin, pod_with_claims("pvc-dynamic-0", "pvc-dynamic-1"), nodes) == [0]
+
+
+@pytest.mark.parametrize(
+    ("shape", "want"),
+    [
+        ([{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}], [10, 50, 100]),
+        (None, [90, 50, 0]),
+    ],
+    ids=["prefer node with least allocatable", "prefer node with maximum allocatable"],
+)
+def test_storage_capacity_shapes(shape: list[dict[str, int]] | None, want: list[int]) -> None:
+    args = VolumeBindingArgs.model_validate({"bindTimeoutSeconds": 300, "shape": shape})
+    claim = pvc("pvc-dynamic", CAPACITY_CLASS, request="10Gi")
+    plugin, nodes = _capacity_plugin(
+        [claim], [], {"node-a": "100Gi", "node-b": "20Gi", "node-c": "10Gi"}, args
+    )
+    assert _scores(plugin, pod_with_claims("pvc-dynamic"), nodes) == want
 
 
 def test_args_validation() -> None:
@@ -425,12 +498,29 @@ def test_args_validation() -> None:
         VolumeBindingArgs.model_validate({"bindTimeoutSeconds": -1})
     with pytest.raises(ValueError):
         VolumeBindingArgs.model_validate({"unknown": 1})
-    bad = VolumeBindingArgs.model_validate(
-        {"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}
-    )
-    with pytest.raises(ValueError):
-        VolumeBinding(bad, FakeHandle(feature_gates={"VolumeCapacityPriority": True}))
-    assert VolumeBindingArgs.model_validate({}).bind_timeout_seconds == 600
+    with pytest.raises(ValueError, match="values must be sorted in increasing order"):
+        VolumeBindingArgs.model_validate(
+            {"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}
+        )
+    with pytest.raises(ValueError) as err:
+        VolumeBindingArgs.model_validate(
+            {
+                "shape": [
+                    {"utilization": 10, "score": 11},
+                    {"utilization": 10, "score": -1},
+                    {"utilization": 101, "score": 0},
+                ]
+            }
+        )
+    assert str(err.value).count("shape[") == 4  # unsorted (first only), then every range error
+    defaults = VolumeBindingArgs.model_validate({})
+    assert defaults.bind_timeout_seconds == 600
+    # v1 defaulting with StorageCapacityScoring on: 10 at 0% utilization, 0 at 100%.
+    assert [(p.utilization, p.score) for p in defaults.shape] == [(0, 10), (100, 0)]
+    assert [(p.utilization, p.score) for p in VolumeBindingArgs.model_validate({"shape": []}).shape] == [
+        (0, 10),
+        (100, 0),
+    ]
 
 
 # --- Reserve / Unreserve: the assume cache ----------------------------------------------------
@@ -658,3 +748,50 @@ def test_non_claim_volumes_are_ignored() -> None:
     plugin, _ = _plugin([pvc("pvc-a", "wait-sc", bound_pv="pv-a")], [pv("pv-a", "wait-sc")], nodes)
     _, statuses = _filter_all(plugin, pod, nodes)
     assert statuses == [None]
+
+
+def _hints(plugin: VolumeBinding) -> dict[tuple[EventResource, ActionType], Any]:
+    return {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
+
+
+def test_storage_capacity_hint() -> None:
+    """isSchedulableAfterCSIStorageCapacityChange: new objects, or a volume limit that grew."""
+    hint = _hints(_plugin()[0])[(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE)]
+    pod = pod_with_claims("pvc-a")
+
+    def cap(capacity: str | None = None, maximum: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"metadata": {"name": "c", "namespace": "default"}, "storageClassName": "x"}
+        if capacity is not None:
+            out["capacity"] = capacity
+        if maximum is not None:
+            out["maximumVolumeSize"] = maximum
+        return out
+
+    assert hint(pod, None, cap("10Gi")) == QueueingHint.QUEUE
+    assert hint(pod, cap(), cap("10Gi")) == QueueingHint.QUEUE  # capacity set
+    assert hint(pod, cap("10Gi"), cap("10Gi", "20Gi")) == QueueingHint.QUEUE  # maximumVolumeSize set
+    assert hint(pod, cap("10Gi"), cap("20Gi")) == QueueingHint.QUEUE
+    assert hint(pod, cap("20Gi", "10Gi"), cap("20Gi")) == QueueingHint.QUEUE  # maximumVolumeSize unset
+    assert hint(pod, cap("10Gi"), cap("10Gi")) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, cap("10Gi", "20Gi"), cap("20Gi")) == QueueingHint.QUEUE_SKIP  # equal limits
+    assert hint(pod, cap("20Gi"), cap("10Gi")) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, cap("10Gi", "20Gi"), cap("10Gi", "10Gi")) == QueueingHint.QUEUE_SKIP
+
+
+def test_csi_driver_hint() -> None:
+    """isSchedulableAfterCSIDriverChange: a driver of an inline CSI volume stops tracking capacity."""
+    hint = _hints(_plugin()[0])[(EventResource.CSI_DRIVER, ActionType.UPDATE)]
+
+    def driver(name: str, capacity: bool | None) -> dict[str, Any]:
+        body: dict[str, Any] = {} if capacity is None else {"storageCapacity": capacity}
+        return {"metadata": {"name": name}, "spec": body}
+
+    pod = pod_with("p", {"name": "v", "csi": {"driver": "test-driver"}})
+    assert hint(pod, driver("test-driver", True), driver("test-driver", None)) == QueueingHint.QUEUE
+    assert hint(pod, driver("test-driver", True), driver("test-driver", False)) == QueueingHint.QUEUE
+    assert hint(pod, driver("test-driver", None), driver("test-driver", True)) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, driver("test-driver", False), driver("test-driver", True)) == QueueingHint.QUEUE_SKIP
+    assert hint(pod, driver("other", True), driver("other", False)) == QueueingHint.QUEUE_SKIP
+    assert hint(pod_with("p"), driver("test-driver", True), driver("test-driver", False)) == (
+        QueueingHint.QUEUE_SKIP
+    )

@@ -22,7 +22,8 @@ from kopf_scheduler.plugins.volume_restrictions import VolumeRestrictions
 
 DISK_CONFLICT = Status.unschedulable("node(s) had no available disk")
 RWOP_CONFLICT = Status.unschedulable(
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
 )
 
 
@@ -168,12 +169,12 @@ def test_events_and_hints() -> None:
     plugin = VolumeRestrictions(None, FakeHandle())
     events = {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
     assert set(events) == {
-        (EventResource.POD, ActionType.DELETE),
+        (EventResource.ASSIGNED_POD, ActionType.DELETE),
         (EventResource.NODE, ActionType.ADD),
         (EventResource.PVC, ActionType.ADD),
     }
     pod = pod_with("p", _vol("gcePersistentDisk", pdName="foo"), claim_volume("claim"))
-    deleted_hint = events[(EventResource.POD, ActionType.DELETE)]
+    deleted_hint = events[(EventResource.ASSIGNED_POD, ActionType.DELETE)]
     assert deleted_hint is not None
     assert (
         deleted_hint(pod, pod_with("d", _vol("gcePersistentDisk", pdName="foo")), None) == QueueingHint.QUEUE
