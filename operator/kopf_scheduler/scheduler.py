@@ -346,8 +346,8 @@ class Scheduler:
             log.error("error selecting node for pod %s: %s", pod.key, exc)
             return _Failure(exc.status, exc, nominating="")
         except FitError as fit:
-            if not fw.has_post_filter_plugins():  # the reference leaves the nomination alone here
-                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
+            if not fw.has_post_filter_plugins():  # no preemption: a nomination left is cleared
+                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating="")
             pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
             fit.diagnosis.post_filter_msg = pf_status.message
             if pf_status.code == Code.ERROR:
