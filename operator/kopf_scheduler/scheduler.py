@@ -625,6 +625,15 @@ class Scheduler:
     ) -> None:
         host = result.suggested_host
         async with self._bind_sem:
+            # NominatedNodeNameForExpectation (beta, on in v1.37): when Permit or PreBind may hold
+            # the bind, tell others (autoscalers, our own preemption) where the pod is going.
+            preflight = fw.run_pre_bind_pre_flights(state, assumed, host)
+            if preflight is not None and (preflight.code == Code.ERROR or preflight.is_rejected()):
+                fw.reject_waiting_pod(assumed.uid)  # nobody will wait on it now
+                return self._binding_failure(fw, state, qpi, assumed, host, preflight, preflight.error, start)
+            if is_success(preflight) or fw.will_wait_on_permit(assumed):
+                await self._nominate_before_binding(assumed, host)
+                qpi.pod = dataclasses.replace(qpi.pod, nominated_node_name=host)
             status = await fw.wait_on_permit(assumed)
             if not is_success(status):
                 assert status is not None
@@ -660,6 +669,16 @@ class Scheduler:
         self._queue_scheduled_event(assumed, host)
         await fw.run_post_bind_plugins(state, assumed, host)
         return None
+
+    async def _nominate_before_binding(self, pod: PodSpec, host: str) -> None:
+        """``status.nominatedNodeName`` = the chosen node; a failure is logged, not fatal (as there).
+
+        The queued pod then carries the nomination, so a failed binding cycle's report clears it.
+        """
+        try:
+            await self.client.set_nominated_node(pod, host)
+        except Exception as exc:
+            log.error("setting the nominated node of %s to %s before binding failed: %s", pod.key, host, exc)
 
     def _queue_scheduled_event(self, pod: PodSpec, host: str) -> None:
         """Hand the ``Scheduled`` event to the background workers; drop it when the queue is full.
