@@ -30,6 +30,16 @@ from kopf_scheduler.queue.nominator import Nominator
 from kopf_scheduler.testing.builders import make_node, pod_dict
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
+
+
+def placed(node_name: str, victims: int) -> Status:
+    """v1.37.2's successful PostFilter status (its test table's wantStatus)."""
+    return Status(
+        Code.SUCCESS,
+        f"preemption: found a potential placement for pod on node {node_name}, preempting {victims} victims",
+    )
+
+
 SMALL = {"cpu": "100m", "memory": "100"}
 MEDIUM = {"cpu": "200m", "memory": "200"}
 LARGE = {"cpu": "300m", "memory": "300"}
@@ -267,9 +277,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "statuses": {"node1": U},
         "want_node": "node1",
         "want_victims": ["p1"],
-        "want_status": Status(
-            Code.SUCCESS, "preemption: found a potential placement for pod on node node1, preempting 1 victims"
-        ),
+        "want_status": placed("node1", 1),
     },
     {
         "id": "pod with tied priority is still unschedulable",
@@ -312,9 +320,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "statuses": {"node1": U, "node2": U},
         "want_node": "node2",
         "want_victims": ["p2"],
-        "want_status": Status(
-            Code.SUCCESS, "preemption: found a potential placement for pod on node node2, preempting 1 victims"
-        ),
+        "want_status": placed("node2", 1),
     },
     {
         "id": "schedulable on minHighestPriority node (PDB violations counted, not forbidden)",
@@ -332,9 +338,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "statuses": {"node1": U, "node2": U},
         "want_node": "node2",
         "want_victims": ["p3"],
-        "want_status": Status(
-            Code.SUCCESS, "preemption: found a potential placement for pod on node node2, preempting 1 victims"
-        ),
+        "want_status": placed("node2", 1),
     },
     {
         "id": "no candidate nodes found, no enough resource after removing low priority pods",
@@ -400,9 +404,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "plugins": "with-test-plugin",
         "want_node": "node2",
         "want_victims": ["p2"],
-        "want_status": Status(
-            Code.SUCCESS, "preemption: found a potential placement for pod on node node2, preempting 1 victims"
-        ),
+        "want_status": placed("node2", 1),
     },
     {
         "id": "preemptionPolicy Never",
@@ -915,9 +917,7 @@ def test_nominated_pods_of_higher_or_equal_priority_count_against_the_node(
     result, status = plugin.post_filter(state, preemptor, statuses({"node1": U}))
     assert result is not None and result.nominated_node_name == want_node
     if want_message is None:
-        assert status == Status(
-            Code.SUCCESS, "preemption: found a potential placement for pod on node node1, preempting 1 victims"
-        )
+        assert status == placed("node1", 1)
         assert [v.name for v in result.victims] == ["a"]
     else:
         assert status == Status(U, want_message)
