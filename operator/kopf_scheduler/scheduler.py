@@ -563,44 +563,59 @@ class Scheduler:
         plugins: list[Any],
         victims: list[PodSpec],
     ) -> None:
-        """Clear lower-priority nominations on the node, evict the victims concurrently, then let
-        the preemptor retry."""
+        """Clear lower-priority nominations on the node and evict the victims concurrently.
+
+        As the reference's async preemption, a successful run does not requeue the preemptor: the
+        victims' deletion events do (through the plugins' queueing hints), so it is not retried,
+        and told "terminating pod on the nominated node", while its victims are still leaving.
+        It is activated when that event will not come or came too early: on an error, when the
+        last victim was a pod waiting on Permit (rejected in memory, nothing is deleted), or when
+        a victim's deletion was seen while PreEnqueue still held the pod back.
+        """
         node = result.nominated_node_name
         self.metrics.preemption(len(result.victims))
         message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
+        retry = True  # until the evictions are known to have been sent
         try:
-            await self._clear_lower_priority_nominations(pod, node)
+            failed = not await self._clear_lower_priority_nominations(pod, node)
             outcomes = await asyncio.gather(
                 *(self._preempt_victim(fw, v, pod, message) for v in victims), return_exceptions=True
             )
             for victim, out in zip(victims, outcomes, strict=True):
                 if isinstance(out, BaseException) and not isinstance(out, NotFound):
                     log.error("evicting %s for %s failed: %s", victim.key, pod.key, out)
+                    failed = True
+            last_in_memory = outcomes[-1] is True
+            seen_gone = any(self.cache.get_pod(v.uid) is None for v in victims)
+            retry = failed or last_in_memory or seen_gone
         finally:
             for p in plugins:
                 p.preemption_finished(pod.uid)
-            # Victim deletions may have been seen while PreEnqueue still held the pod back.
             activate = getattr(self.queue, "activate", None)
-            if activate is not None:
+            if retry and activate is not None:
                 activate([pod])
 
-    async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
-        """A victim waiting on Permit is rejected instead of deleted, as the reference does."""
+    async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> bool:
+        """A victim waiting on Permit is rejected instead of deleted, as the reference does;
+        True when it was (preempted in memory)."""
         for other in self.profiles.frameworks.values():
             waiting = other.get_waiting_pod(victim.uid)
             if waiting is not None:
                 waiting.reject(fw.post_filter_plugins[0].name, "preempted")
-                return
+                return True
         await self.client.evict(victim, preemptor, message)
+        return False
 
-    async def _clear_lower_priority_nominations(self, pod: PodSpec, node: str) -> None:
+    async def _clear_lower_priority_nominations(self, pod: PodSpec, node: str) -> bool:
         """Lower-priority pods nominated to ``node`` may no longer fit there: clear their nomination
         so they look elsewhere sooner (``getLowerPriorityNominatedPods`` + ``clearNominatedNodeName``).
 
         The nominator is updated right away; the API only for pods whose status carries a node.
+        False when an API write failed (not critical, as in the reference, but it retries the pod).
         """
         if self.nominator is None:
-            return
+            return True
+        ok = True
         lower = lower_priority_nominated_pods(self.nominator.nominated_pods_for_node(node), pod)
         for other in lower:
             self.nominator.delete_nominated_pod_if_exists(other)
@@ -609,8 +624,10 @@ class Scheduler:
                 continue
             try:
                 await self.client.set_nominated_node(other, "")
-            except Exception as exc:  # not critical, as in the reference
+            except Exception as exc:
                 log.error("clearing the nominated node of %s failed: %s", other.key, exc)
+                ok = False
+        return ok
 
     # -- binding cycle --
 
