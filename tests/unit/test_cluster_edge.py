@@ -388,6 +388,40 @@ async def test_a_refused_connection_is_transient_and_worded_as_client_go() -> No
     )
 
 
+async def test_default_binder_retries_an_apiserver_503_through_the_edge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """503 ServiceUnavailable twice, then the Binding is created: three POSTs, one bind, success."""
+    from types import SimpleNamespace
+
+    from kopf_scheduler.framework.interface import CycleState
+    from kopf_scheduler.plugins.default_binder import DefaultBinder
+
+    answers = [(503, status_body(503, "ServiceUnavailable", "the server is shutting down"))] * 2
+    answers.append((201, {"kind": "Status", "status": "Success", "code": 201}))
+    posts: list[dict[str, Any]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        posts.append(await request.json())
+        code, payload = answers.pop(0)
+        return web.json_response(payload, status=code)
+
+    async def no_wait(seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr(DefaultBinder, "sleep", staticmethod(no_wait))
+    runner, creds = await _fake_apiserver(handle, "POST")
+    client = KubeClusterClient(ApiClient(creds))
+    try:
+        binder = DefaultBinder(None, SimpleNamespace(client=client))  # type: ignore[arg-type]
+        assert await binder.bind(CycleState(), _pod(), "n1") is None
+    finally:
+        await client.api.close()
+        await runner.cleanup()
+    assert len(posts) == 3 and not answers
+    assert all(p["target"]["name"] == "n1" and p["metadata"]["uid"] == "uid-1" for p in posts)
+
+
 async def test_a_reset_connection_is_not_transient() -> None:
     """A reset after the request was sent may hide an applied Binding: not blindly retried."""
 
