@@ -85,8 +85,8 @@ def _docs(paths: Sequence[str]) -> list[tuple[str, Any]]:
 def load_documents(paths: Sequence[str]) -> Inputs:
     """Parse the files into the objects the apiserver would have stored (see ``simulate_admission``).
 
-    Classes (PriorityClass, RuntimeClass, StorageClass) are taken in first, whatever their place in
-    the files, as if created before the objects that name them.
+    Classes (PriorityClass, RuntimeClass, StorageClass) and LimitRanges are taken in first, whatever
+    their place in the files, as if created before the objects they apply to.
     """
     inputs = Inputs()
     docs = _docs(paths)
@@ -104,6 +104,8 @@ def load_documents(paths: Sequence[str]) -> Inputs:
                 admission.add_runtime_class(doc)
             elif kind == "StorageClass":
                 admission.add_storage_class(doc)
+            elif kind == "LimitRange":
+                admission.add_limit_range(doc)
         except AdmissionError as exc:
             raise SimulationError(f"{label}: {exc}") from None
     for where, doc in docs:
@@ -127,7 +129,7 @@ def load_documents(paths: Sequence[str]) -> Inputs:
                 if not isinstance(spec, Mapping):
                     raise SimulationError(f"{label}: spec: required object")
                 inputs.profiles.append(load_profile(spec))
-            elif kind in ("PriorityClass", "RuntimeClass"):
+            elif kind in ("PriorityClass", "RuntimeClass", "LimitRange"):
                 if not name:
                     raise SimulationError(f"{label}: metadata.name: required")
             elif kind in NAMESPACED or kind in CLUSTER_SCOPED:

@@ -9,14 +9,17 @@ change what scheduling reads are applied here, in the apiserver's order, with it
   ``PreemptLowerPriority``, one ``globalDefault``, reserved ``system-`` names and values), and the
   two classes every apiserver creates at start (``system-node-critical``,
   ``system-cluster-critical``);
-- Pod defaulting that placement depends on (a ``hostNetwork`` pod's ports are host ports);
+- Pod defaulting that placement depends on (container requests default to limits; a
+  ``hostNetwork`` pod's ports are host ports);
+- ``LimitRanger``: a namespace's LimitRange ``default``/``defaultRequest`` fill in what a container
+  does not set (the LimitRange itself defaulted as stored: ``max`` -> ``default`` ->
+  ``defaultRequest``, ``min`` -> ``defaultRequest``); its min/max checks are not applied;
 - ``Priority``: ``priority``/``priorityClassName``/``preemptionPolicy`` from the class or the
   global default; a pod giving a different priority or policy of its own is forbidden;
 - ``DefaultTolerationSeconds``: the not-ready and unreachable ``NoExecute`` tolerations;
 - ``DefaultStorageClass``: a claim without ``storageClassName`` gets the default class;
 - ``RuntimeClass``: ``spec.overhead`` and the class's node selector and tolerations.
 
-(Container requests defaulted from limits are part of parsing a pod, in ``api.objects``.)
 Errors are :class:`AdmissionError` with the apiserver's own text, e.g.
 ``pods "web" is forbidden: no PriorityClass with name gold was found``.
 """
@@ -101,6 +104,7 @@ class Admission:
         self.priority_classes: dict[str, PriorityClass] = {pc.name: pc for pc in SYSTEM_PRIORITY_CLASSES}
         self.runtime_classes: dict[str, Mapping[str, Any]] = {}
         self.storage_classes: list[Mapping[str, Any]] = []
+        self.limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> name -> object
 
     # -- cluster-scoped objects, in input order --
 
@@ -161,6 +165,25 @@ class Admission:
     def add_runtime_class(self, doc: Mapping[str, Any]) -> None:
         self.runtime_classes[_name(doc)] = doc
 
+    def add_limit_range(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a LimitRange defaulted as the apiserver stores it (``SetDefaults_LimitRangeItem``)."""
+        stored = copy.deepcopy(dict(doc))
+        for item in (stored.get("spec") or {}).get("limits") or ():
+            if not isinstance(item, dict) or item.get("type") != "Container":
+                continue
+            default = item.setdefault("default", {})
+            request = item.setdefault("defaultRequest", {})
+            for key, value in (item.get("max") or {}).items():
+                default.setdefault(key, value)
+            for key, value in default.items():
+                request.setdefault(key, value)
+            for key, value in (item.get("min") or {}).items():
+                request.setdefault(key, value)
+        meta = stored.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        self.limit_ranges.setdefault(namespace, {})[_name(stored)] = stored
+        return stored
+
     def add_storage_class(self, doc: Mapping[str, Any]) -> None:
         self.storage_classes.append(doc)
 
@@ -209,11 +232,36 @@ class Admission:
         if not isinstance(spec, dict):
             return pod
         name = _name(pod)
+        _default_requests_from_limits(spec)
         _default_host_network_ports(spec)
+        meta = pod.get("metadata") or {}
+        self._limit_ranger(spec, str(meta.get("namespace") or "default"))
         self._priority(spec, name)
         _default_toleration_seconds(spec)
         self._runtime_class(spec, name)
         return pod
+
+    def _limit_ranger(self, spec: dict[str, Any], namespace: str) -> None:
+        """Each LimitRange of the namespace (by name) fills in the limits and requests a container
+        lacks; the first to set a resource wins."""
+        for _, lr in sorted(self.limit_ranges.get(namespace, {}).items()):
+            limits: dict[str, Any] = {}
+            requests: dict[str, Any] = {}
+            for item in (lr.get("spec") or {}).get("limits") or ():
+                if isinstance(item, Mapping) and item.get("type") == "Container":
+                    requests.update(item.get("defaultRequest") or {})
+                    limits.update(item.get("default") or {})
+            for group in ("containers", "initContainers"):
+                for container in spec.get(group) or ():
+                    if not isinstance(container, dict):
+                        continue
+                    resources = container.setdefault("resources", {})
+                    own_limits = resources.setdefault("limits", {})
+                    own_requests = resources.setdefault("requests", {})
+                    for key, value in limits.items():
+                        own_limits.setdefault(key, value)
+                    for key, value in requests.items():
+                        own_requests.setdefault(key, value)
 
     def _priority(self, spec: dict[str, Any], name: str) -> None:
         class_name = spec.get("priorityClassName") or ""
@@ -291,6 +339,21 @@ class Admission:
                 name,
                 "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
             )
+
+
+def _default_requests_from_limits(spec: dict[str, Any]) -> None:
+    """``SetDefaults_Pod``: a container's missing request defaults to its limit. It runs when the
+    object is decoded, so before LimitRanger: a limit of the pod's own beats a LimitRange's
+    default request."""
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict) or not isinstance(resources.get("limits"), Mapping):
+                continue
+            requests = resources.setdefault("requests", {})
+            if isinstance(requests, dict):
+                for key, value in resources["limits"].items():
+                    requests.setdefault(key, value)
 
 
 def _default_host_network_ports(spec: dict[str, Any]) -> None:

@@ -201,3 +201,42 @@ def test_never_class_verdict_matches_what_the_cluster_stores(control_plane: Cont
     assert outcome.message == (
         "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
     )
+
+
+def test_simulate_applies_limit_ranges_like_the_apiserver(control_plane: ControlPlane) -> None:
+    from kopf_scheduler.api.quantity import parse_quantity
+
+    plane = control_plane
+    ns = fresh_namespace(plane, "adm")
+    item = {
+        "type": "Container",
+        "default": {"cpu": "1", "memory": "256Mi"},
+        "defaultRequest": {"cpu": "250m"},
+        "max": {"ephemeral-storage": "1Gi"},  # becomes the default limit, then the default request
+    }
+    lr = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": ns},
+          "spec": {"limits": [item]}}  # fmt: skip
+    code, stored_lr = post(plane, f"/api/v1/namespaces/{ns}/limitranges", lr)
+    assert code == 201, stored_lr
+    admission = Admission()
+    ours_lr = admission.add_limit_range(lr)
+    assert (
+        ours_lr["spec"]["limits"][0]["defaultRequest"].keys()
+        == stored_lr["spec"]["limits"][0]["defaultRequest"].keys()
+    )
+    shapes = {
+        "bare": {},
+        "own-limit": {"limits": {"cpu": "2"}},
+        "own-request": {"requests": {"memory": "64Mi"}},
+    }
+    for name, resources in shapes.items():
+        doc = pod(name, ns)
+        doc["spec"]["containers"][0]["resources"] = resources
+        code, answer = post(plane, f"/api/v1/namespaces/{ns}/pods", doc)
+        assert code == 201, answer
+        ours = admission.admit_pod(doc)["spec"]["containers"][0]["resources"]
+        theirs = answer["spec"]["containers"][0]["resources"]
+        for part in ("requests", "limits"):
+            mine, real = ours.get(part) or {}, theirs.get(part) or {}
+            assert mine.keys() == real.keys(), (name, part, mine, real)
+            assert all(parse_quantity(mine[k]) == parse_quantity(real[k]) for k in mine), (name, part)

@@ -359,3 +359,39 @@ def test_same_overhead_in_other_units_is_accepted() -> None:
     assert spec["overhead"] == {"cpu": "1"}
     with pytest.raises(AdmissionError):
         adm.admit_pod(pod("p", runtimeClassName="kata", overhead={"cpu": "1", "memory": "1"}))
+
+
+def limit_range(namespace: str = "default", **item: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "lr", "namespace": namespace},
+        "spec": {"limits": [{"type": "Container", **item}]},
+    }
+
+
+def test_limit_range_defaults_fill_what_a_container_lacks(tmp_path: Path) -> None:
+    lr = limit_range(default={"cpu": "1", "memory": "1Gi"}, defaultRequest={"cpu": "250m"})
+    bare = pod("bare")
+    bare["spec"]["containers"][0]["resources"] = {}
+    own_limit = pod("own")
+    own_limit["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "2"}}  # request := its limit
+    elsewhere = {**pod("other"), "metadata": {"name": "other", "namespace": "other", "uid": "o"}}
+    elsewhere["spec"]["containers"][0]["resources"] = {}
+    inputs = load(tmp_path, lr, bare, own_limit, elsewhere)
+    got = {p.name: p.raw["spec"]["containers"][0]["resources"] for p in inputs.pending}
+    # memory's default request comes from its default limit (the LimitRange as stored)
+    assert got["bare"] == {
+        "limits": {"cpu": "1", "memory": "1Gi"},
+        "requests": {"cpu": "250m", "memory": "1Gi"},
+    }
+    assert got["own"] == {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "2", "memory": "1Gi"}}
+    assert got["other"] == {}
+    assert [p.requests.milli_cpu for p in inputs.pending] == [250, 2000, 0]
+
+
+def test_limit_range_is_stored_defaulted() -> None:
+    stored = Admission().add_limit_range(limit_range(max={"cpu": "2"}, min={"memory": "64Mi"}))
+    (item,) = stored["spec"]["limits"]
+    assert item["default"] == {"cpu": "2"}
+    assert item["defaultRequest"] == {"cpu": "2", "memory": "64Mi"}
