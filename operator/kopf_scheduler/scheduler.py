@@ -646,7 +646,9 @@ class Scheduler:
             # the bind, tell others (autoscalers, our own preemption) where the pod is going.
             preflight = fw.run_pre_bind_pre_flights(state, assumed, host)
             if preflight is not None and (preflight.code == Code.ERROR or preflight.is_rejected()):
-                fw.reject_waiting_pod(assumed.uid)  # nobody will wait on it now
+                waiting = fw.waiting_pods.pop(assumed.uid, None)
+                if waiting is not None:  # nobody will wait on it now: end its timers
+                    waiting.reject("", "binding cycle failed")
                 return self._binding_failure(fw, state, qpi, assumed, host, preflight, preflight.error, start)
             if is_success(preflight) or fw.will_wait_on_permit(assumed):
                 await self._nominate_before_binding(assumed, host)

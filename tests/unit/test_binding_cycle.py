@@ -288,3 +288,14 @@ async def test_persistent_transient_errors_requeue_the_pod_with_the_reference_me
     )
     assert not cache.is_assumed(pod.uid) and pod.key not in client.bindings
     assert queue.pending_pods()["backoff"] + queue.pending_pods()["active"] == 1
+
+
+async def test_a_failing_pre_flight_leaves_no_waiting_pod_behind() -> None:
+    sched, _cache, queue, client = setup("Gate", "Volumes")
+    Volumes.answer = Status(Code.ERROR, "boom")
+    pod = make_pod("p", cpu="1")
+    queue.add(pod)
+    assert await sched.schedule_one()
+    await sched.wait_for_bindings()
+    assert sched.profiles.frameworks["kopf-scheduler"].waiting_pods == {}
+    assert client.conditions[pod.key] == ("SchedulerError", 'running PreBindPreFlight "Volumes": boom')
