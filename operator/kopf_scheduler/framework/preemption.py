@@ -50,6 +50,8 @@ def success_message(node_name: str, num_victims: int) -> str:
     """What a successful preemption reports (the plugin prefixes ``preemption: ``); the
     reference words it so whatever the count, e.g. ``preempting 1 victims``."""
     return f"found a potential placement for pod on node {node_name}, preempting {num_victims} victims"
+
+
 _MAX_INT32 = 2**31 - 1
 
 
