@@ -346,8 +346,8 @@ class Scheduler:
             log.error("error selecting node for pod %s: %s", pod.key, exc)
             return _Failure(exc.status, exc, nominating="")
         except FitError as fit:
-            if not fw.has_post_filter_plugins():  # the reference leaves the nomination alone here
-                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
+            if not fw.has_post_filter_plugins():  # no preemption: a nomination left is cleared
+                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating="")
             pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
             fit.diagnosis.post_filter_msg = pf_status.message
             if pf_status.code == Code.ERROR:
@@ -563,44 +563,59 @@ class Scheduler:
         plugins: list[Any],
         victims: list[PodSpec],
     ) -> None:
-        """Clear lower-priority nominations on the node, evict the victims concurrently, then let
-        the preemptor retry."""
+        """Clear lower-priority nominations on the node and evict the victims concurrently.
+
+        As the reference's async preemption, a successful run does not requeue the preemptor: the
+        victims' deletion events do (through the plugins' queueing hints), so it is not retried,
+        and told "terminating pod on the nominated node", while its victims are still leaving.
+        It is activated when that event will not come or came too early: on an error, when the
+        last victim was a pod waiting on Permit (rejected in memory, nothing is deleted), or when
+        a victim's deletion was seen while PreEnqueue still held the pod back.
+        """
         node = result.nominated_node_name
         self.metrics.preemption(len(result.victims))
         message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
+        retry = True  # until the evictions are known to have been sent
         try:
-            await self._clear_lower_priority_nominations(pod, node)
+            failed = not await self._clear_lower_priority_nominations(pod, node)
             outcomes = await asyncio.gather(
                 *(self._preempt_victim(fw, v, pod, message) for v in victims), return_exceptions=True
             )
             for victim, out in zip(victims, outcomes, strict=True):
                 if isinstance(out, BaseException) and not isinstance(out, NotFound):
                     log.error("evicting %s for %s failed: %s", victim.key, pod.key, out)
+                    failed = True
+            last_in_memory = outcomes[-1] is True
+            seen_gone = any(self.cache.get_pod(v.uid) is None for v in victims)
+            retry = failed or last_in_memory or seen_gone
         finally:
             for p in plugins:
                 p.preemption_finished(pod.uid)
-            # Victim deletions may have been seen while PreEnqueue still held the pod back.
             activate = getattr(self.queue, "activate", None)
-            if activate is not None:
+            if retry and activate is not None:
                 activate([pod])
 
-    async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
-        """A victim waiting on Permit is rejected instead of deleted, as the reference does."""
+    async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> bool:
+        """A victim waiting on Permit is rejected instead of deleted, as the reference does;
+        True when it was (preempted in memory)."""
         for other in self.profiles.frameworks.values():
             waiting = other.get_waiting_pod(victim.uid)
             if waiting is not None:
                 waiting.reject(fw.post_filter_plugins[0].name, "preempted")
-                return
+                return True
         await self.client.evict(victim, preemptor, message)
+        return False
 
-    async def _clear_lower_priority_nominations(self, pod: PodSpec, node: str) -> None:
+    async def _clear_lower_priority_nominations(self, pod: PodSpec, node: str) -> bool:
         """Lower-priority pods nominated to ``node`` may no longer fit there: clear their nomination
         so they look elsewhere sooner (``getLowerPriorityNominatedPods`` + ``clearNominatedNodeName``).
 
         The nominator is updated right away; the API only for pods whose status carries a node.
+        False when an API write failed (not critical, as in the reference, but it retries the pod).
         """
         if self.nominator is None:
-            return
+            return True
+        ok = True
         lower = lower_priority_nominated_pods(self.nominator.nominated_pods_for_node(node), pod)
         for other in lower:
             self.nominator.delete_nominated_pod_if_exists(other)
@@ -609,8 +624,10 @@ class Scheduler:
                 continue
             try:
                 await self.client.set_nominated_node(other, "")
-            except Exception as exc:  # not critical, as in the reference
+            except Exception as exc:
                 log.error("clearing the nominated node of %s failed: %s", other.key, exc)
+                ok = False
+        return ok
 
     # -- binding cycle --
 
@@ -625,6 +642,17 @@ class Scheduler:
     ) -> None:
         host = result.suggested_host
         async with self._bind_sem:
+            # NominatedNodeNameForExpectation (beta, on in v1.37): when Permit or PreBind may hold
+            # the bind, tell others (autoscalers, our own preemption) where the pod is going.
+            preflight = fw.run_pre_bind_pre_flights(state, assumed, host)
+            if preflight is not None and (preflight.code == Code.ERROR or preflight.is_rejected()):
+                waiting = fw.waiting_pods.pop(assumed.uid, None)
+                if waiting is not None:  # nobody will wait on it now: end its timers
+                    waiting.reject("", "binding cycle failed")
+                return self._binding_failure(fw, state, qpi, assumed, host, preflight, preflight.error, start)
+            if is_success(preflight) or fw.will_wait_on_permit(assumed):
+                await self._nominate_before_binding(assumed, host)
+                qpi.pod = dataclasses.replace(qpi.pod, nominated_node_name=host)
             status = await fw.wait_on_permit(assumed)
             if not is_success(status):
                 assert status is not None
@@ -660,6 +688,16 @@ class Scheduler:
         self._queue_scheduled_event(assumed, host)
         await fw.run_post_bind_plugins(state, assumed, host)
         return None
+
+    async def _nominate_before_binding(self, pod: PodSpec, host: str) -> None:
+        """``status.nominatedNodeName`` = the chosen node; a failure is logged, not fatal (as there).
+
+        The queued pod then carries the nomination, so a failed binding cycle's report clears it.
+        """
+        try:
+            await self.client.set_nominated_node(pod, host)
+        except Exception as exc:
+            log.error("setting the nominated node of %s to %s before binding failed: %s", pod.key, host, exc)
 
     def _queue_scheduled_event(self, pod: PodSpec, host: str) -> None:
         """Hand the ``Scheduled`` event to the background workers; drop it when the queue is full.

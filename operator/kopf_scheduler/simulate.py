@@ -25,6 +25,7 @@ import yaml
 from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec, load_profile
+from kopf_scheduler.simulate_admission import Admission, AdmissionError
 
 __all__ = ["PodOutcome", "SimulationError", "add_arguments", "load_documents", "run", "simulate"]
 
@@ -82,19 +83,32 @@ def _docs(paths: Sequence[str]) -> list[tuple[str, Any]]:
 
 
 def load_documents(paths: Sequence[str]) -> Inputs:
+    """Parse the files into the objects the apiserver would have stored (see ``simulate_admission``).
+
+    Classes (PriorityClass, RuntimeClass, StorageClass) and LimitRanges are taken in first, whatever
+    their place in the files, as if created before the objects they apply to.
+    """
     inputs = Inputs()
     docs = _docs(paths)
-    priority_classes: dict[str, int] = {}
-    for where, doc in docs:
-        if isinstance(doc, Mapping) and doc.get("kind") == "PriorityClass":
-            name = str((doc.get("metadata") or {}).get("name", ""))
-            try:
-                priority_classes[name] = int(doc.get("value", 0))
-            except (TypeError, ValueError):
-                raise SimulationError(f"{where} (PriorityClass {name}): value: must be an integer") from None
+    admission = Admission()
     for where, doc in docs:
         if not isinstance(doc, Mapping):
             raise SimulationError(f"{where}: expected an object, got {type(doc).__name__}")
+        kind = doc.get("kind")
+        label = f"{where} ({kind} {_doc_name(doc)})"
+        try:
+            if kind == "PriorityClass":
+                stored = admission.add_priority_class(doc)
+                inputs.objects.setdefault(kind, {})[_doc_name(doc)] = stored
+            elif kind == "RuntimeClass":
+                admission.add_runtime_class(doc)
+            elif kind == "StorageClass":
+                admission.add_storage_class(doc)
+            elif kind == "LimitRange":
+                admission.add_limit_range(doc)
+        except AdmissionError as exc:
+            raise SimulationError(f"{label}: {exc}") from None
+    for where, doc in docs:
         kind = doc.get("kind")
         raw_meta = doc.get("metadata")
         meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
@@ -106,7 +120,7 @@ def load_documents(paths: Sequence[str]) -> Inputs:
             if kind == "Node":
                 inputs.nodes.append(parse_node(doc))
             elif kind == "Pod":
-                pod = parse_pod(_with_priority(doc, priority_classes, label))
+                pod = parse_pod(admission.admit_pod(doc))
                 (inputs.running if pod.node_name else inputs.pending).append(pod)
             elif kind == "SchedulerProfile":
                 if doc.get("apiVersion") != PROFILE_API_VERSION:
@@ -115,16 +129,21 @@ def load_documents(paths: Sequence[str]) -> Inputs:
                 if not isinstance(spec, Mapping):
                     raise SimulationError(f"{label}: spec: required object")
                 inputs.profiles.append(load_profile(spec))
+            elif kind in ("PriorityClass", "RuntimeClass", "LimitRange"):
+                if not name:
+                    raise SimulationError(f"{label}: metadata.name: required")
             elif kind in NAMESPACED or kind in CLUSTER_SCOPED:
                 if not name:
                     raise SimulationError(f"{label}: metadata.name: required")
                 key = f"{meta.get('namespace') or 'default'}/{name}" if kind in NAMESPACED else name
-                obj = dict(doc)
+                obj = dict(admission.admit_claim(doc)) if kind == "PersistentVolumeClaim" else dict(doc)
                 if kind == "StorageClass" and not obj.get("volumeBindingMode"):
                     obj["volumeBindingMode"] = "Immediate"  # the apiserver's default
                 inputs.objects.setdefault(kind, {})[key] = obj
             else:
                 raise SimulationError(f"{label}: kind: unsupported kind {kind!r}")
+        except AdmissionError as exc:
+            raise SimulationError(f"{label}: {exc}") from None
         except ObjectError as exc:
             raise SimulationError(f"{label}: {exc}") from None
         except ProfileError as exc:
@@ -132,15 +151,9 @@ def load_documents(paths: Sequence[str]) -> Inputs:
     return inputs
 
 
-def _with_priority(doc: Mapping[str, Any], classes: Mapping[str, int], label: str) -> Mapping[str, Any]:
-    """Resolve ``priorityClassName`` like the Priority admission plugin would have."""
-    spec = doc.get("spec")
-    if not isinstance(spec, Mapping) or spec.get("priority") is not None or not spec.get("priorityClassName"):
-        return doc
-    cls = str(spec["priorityClassName"])
-    if cls not in classes:
-        raise SimulationError(f"{label}: spec.priorityClassName: no PriorityClass {cls!r}")
-    return {**doc, "spec": {**spec, "priority": classes[cls]}}
+def _doc_name(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata")
+    return str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
 
 
 async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:

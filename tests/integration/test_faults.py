@@ -44,20 +44,24 @@ import asyncio, os, random, sys
 rate = os.environ.get("KOPF_SCHEDULER_TEST_BIND_FAULTS")
 if rate:
     from kopf_scheduler.cluster import client as _client
-    from kopf_scheduler.framework.client import ApiError
+    from kopf_scheduler.framework.client import ApiError, TransientError
     rate_f = float(rate)
     log = open(os.environ["KOPF_SCHEDULER_TEST_FAULT_LOG"], "a", buffering=1)
     original = _client.KubeClusterClient.bind
 
     async def bind(self, pod, node_name):
         r = random.random()
-        if r < rate_f / 3:
+        if r < rate_f / 4:
             log.write("refused\n")
-            raise ApiError("injected: connection refused before the Binding was sent")
-        if r < 2 * rate_f / 3:
+            raise TransientError("injected: connection refused before the Binding was sent")
+        if r < 2 * rate_f / 4:
             await original(self, pod, node_name)
             log.write("lost-response\n")
             raise ApiError("injected: timeout after the Binding was sent (response lost)")
+        if r < 3 * rate_f / 4:
+            await original(self, pod, node_name)
+            log.write("500-after-bind\n")
+            raise TransientError("Internal error occurred: injected after the Binding", 500, "InternalError")
         if r < rate_f:
             log.write("slow\n")
             await asyncio.sleep(2.0)
@@ -407,7 +411,9 @@ def test_leader_killed_standby_takes_over(world: World, sa_kubeconfig: Path) -> 
 
 
 def test_binding_network_errors_and_timeouts(world: World, sa_kubeconfig: Path) -> None:
-    """30% of Bindings fail: refused before sending, response lost after the bind, or 2 s slow."""
+    """30% of Bindings fail: refused before sending (retried by DefaultBinder), response lost after
+    the bind, a 500 after the bind (retried: the apiserver's 409 then the read-back make it a
+    success, never a second bind), or 2 s slow."""
     log = world.tmp / "faults.log"
     env = {"KOPF_SCHEDULER_TEST_BIND_FAULTS": "0.3", "KOPF_SCHEDULER_TEST_FAULT_LOG": str(log)}
     s = world.scheduler(sa_kubeconfig, "binderr", env=env).start()
@@ -415,8 +421,8 @@ def test_binding_network_errors_and_timeouts(world: World, sa_kubeconfig: Path) 
     world.pods("p", BURST)
     report = world.settle(lambda r: r.bound >= NODES * SLOTS_PER_NODE, timeout=50)
     injected = log.read_text().split() if log.exists() else []
-    counts = {k: injected.count(k) for k in ("refused", "lost-response", "slow")}
+    counts = {k: injected.count(k) for k in ("refused", "lost-response", "500-after-bind", "slow")}
     _print("bind-errors", f"{len(injected)} bind faults {counts}", report)
-    assert counts["refused"] > 0 and counts["lost-response"] > 0 and counts["slow"] > 0
+    assert all(counts.values()), counts
     assert report.ok, report.summary()
     assert (report.bound, report.pending) == (NODES * SLOTS_PER_NODE, BURST - NODES * SLOTS_PER_NODE)

@@ -148,6 +148,16 @@ def test_preemption_evicts_the_fewest_lowest_priority_pods_then_binds_on_the_nom
     except TimeoutError as exc:
         raise AssertionError(explain(plane, replica, namespace, preemptor)) from exc
     assert nominated == a
+    # v1.37.2: the preemptor's note and PodScheduled message end with the PostFilter's success.
+    success = f". preemption: found a potential placement for pod on node {a}, preempting 2 victims"
+    notes = [e["note"] for e in reason_events(plane, namespace, preemptor, "FailedScheduling")]
+    assert notes and notes[0].startswith("0/") and notes[0].endswith(success), notes
+    # (later attempts, while the victims terminate, say "not eligible due to a terminating pod")
+    cond = condition(get_json(plane, "pod", preemptor, "-n", namespace), "PodScheduled")
+    assert cond is not None and cond["reason"] == "Unschedulable", cond
+    assert cond["message"] in [
+        e["note"] for e in reason_events(plane, namespace, preemptor, "FailedScheduling")
+    ]
     time.sleep(1.0)  # a wrong extra victim would show up now
     assert terminating() == sorted([low1, low2])
     for victim in (low1, low2):

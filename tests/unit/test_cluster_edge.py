@@ -18,7 +18,7 @@ from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.leader import evaluate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
-from kopf_scheduler.framework.client import ApiError, Conflict, NotFound
+from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 
 # --- profiles -----------------------------------------------------------------------------------
 
@@ -326,6 +326,119 @@ async def test_bind_posts_a_binding_and_maps_errors(server: Any) -> None:
         with pytest.raises(exc) as info:
             await client.bind(_pod(), "n1")
         assert info.value.status == status
+
+
+def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason,
+            "message": message}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("code", "payload", "transient", "reason"),
+    [
+        (500, status_body(500, "InternalError", "Internal error occurred: etcd"), True, "InternalError"),
+        (
+            503,
+            status_body(503, "ServiceUnavailable", "the server is shutting down"),
+            True,
+            "ServiceUnavailable",
+        ),
+        (500, status_body(500, "", "no reason given"), True, ""),  # an unknown reason with 500 or 503
+        (500, status_body(500, "ServerTimeout", "timed out"), False, "ServerTimeout"),  # known: not retried
+        (504, status_body(504, "Timeout", "timeout"), False, "Timeout"),
+        (429, status_body(429, "TooManyRequests", "slow down"), False, "TooManyRequests"),
+        (502, "<html>bad gateway</html>", True, "InternalError"),  # not a Status: client-go's generic 5xx
+        (503, "unavailable", True, "ServiceUnavailable"),
+        (403, status_body(403, "Forbidden", 'pods "p" is forbidden'), False, "Forbidden"),
+    ],
+)
+async def test_errors_are_mapped_like_client_go(
+    server: Any, code: int, payload: Any, transient: bool, reason: str
+) -> None:
+    """``util.Retriable``: InternalError or ServiceUnavailable (or an unknown reason with 500/503)
+    is a TransientError, which DefaultBinder retries; the message is the apiserver's own."""
+    client, _ = server
+    path = "/api/v1/namespaces/ns/pods/p/binding"
+    client.responses[("POST", path)] = (code, payload)
+    with pytest.raises(ApiError) as info:
+        await client.bind(_pod(), "n1")
+    assert isinstance(info.value, TransientError) is transient
+    assert (info.value.status, info.value.reason) == (code, reason)
+    if isinstance(payload, dict):
+        assert str(info.value) == payload["message"]
+
+
+async def test_a_refused_connection_is_transient_and_worded_as_client_go() -> None:
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    creds = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    client = KubeClusterClient(ApiClient(creds))
+    try:
+        with pytest.raises(TransientError) as info:
+            await client.bind(_pod(), "n1")
+    finally:
+        await client.api.close()
+    assert str(info.value) == (
+        f'Post "http://127.0.0.1:{port}/api/v1/namespaces/ns/pods/p/binding": '
+        f"dial tcp 127.0.0.1:{port}: connect: connection refused"
+    )
+
+
+async def test_default_binder_retries_an_apiserver_503_through_the_edge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """503 ServiceUnavailable twice, then the Binding is created: three POSTs, one bind, success."""
+    from types import SimpleNamespace
+
+    from kopf_scheduler.framework.interface import CycleState
+    from kopf_scheduler.plugins.default_binder import DefaultBinder
+
+    answers = [(503, status_body(503, "ServiceUnavailable", "the server is shutting down"))] * 2
+    answers.append((201, {"kind": "Status", "status": "Success", "code": 201}))
+    posts: list[dict[str, Any]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        posts.append(await request.json())
+        code, payload = answers.pop(0)
+        return web.json_response(payload, status=code)
+
+    async def no_wait(seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr(DefaultBinder, "sleep", staticmethod(no_wait))
+    runner, creds = await _fake_apiserver(handle, "POST")
+    client = KubeClusterClient(ApiClient(creds))
+    try:
+        binder = DefaultBinder(None, SimpleNamespace(client=client))  # type: ignore[arg-type]
+        assert await binder.bind(CycleState(), _pod(), "n1") is None
+    finally:
+        await client.api.close()
+        await runner.cleanup()
+    assert len(posts) == 3 and not answers
+    assert all(p["target"]["name"] == "n1" and p["metadata"]["uid"] == "uid-1" for p in posts)
+
+
+async def test_a_reset_connection_is_not_transient() -> None:
+    """A reset after the request was sent may hide an applied Binding: not blindly retried."""
+
+    async def reset(request: web.Request) -> web.StreamResponse:
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response()
+
+    runner, creds = await _fake_apiserver(reset, "POST")
+    client = KubeClusterClient(ApiClient(creds))
+    try:
+        with pytest.raises(ApiError) as info:
+            await client.bind(_pod(), "n1")
+        assert not isinstance(info.value, TransientError)
+    finally:
+        await client.api.close()
+        await runner.cleanup()
 
 
 async def test_events_and_condition(server: Any) -> None:

@@ -19,6 +19,7 @@ from kopf_scheduler.framework.preemption import (
     earliest_start_time_of_highest_priority,
     parse_pdbs,
     pick_one_node_for_preemption,
+    success_message,
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.testing.builders import make_node, pod_dict
@@ -275,7 +276,9 @@ def test_preempt_considers_absent_nodes_when_their_status_is_unschedulable() -> 
     ev = Evaluator("T", MiniHandle(snapshot(["a", "b"])), policy)
     result, status = ev.preempt(CycleState(), pod("p", 10), node_statuses({}, absent=U))
     assert sorted(policy.tried) == ["a", "b"]
-    assert status is None and result is not None
+    assert status == Status(Code.SUCCESS, success_message("a", 1))
+    assert status.message == "found a potential placement for pod on node a, preempting 1 victims"
+    assert result is not None
     assert result.nominated_node_name == "a" and [v.name for v in result.victims] == ["a1"]
 
 
@@ -283,7 +286,10 @@ def test_preempt_success_returns_chosen_node_and_victims() -> None:
     policy = ScriptedPolicy({"a": ok("a1", pdb=1), "b": ok("b1", "b2")})
     ev = Evaluator("T", MiniHandle(snapshot(["a", "b"])), policy)
     result, status = ev.preempt(CycleState(), pod("p", 10), {"a": Status(U), "b": Status(U)})
-    assert status is None and result is not None
+    # the count is the chosen candidate's victims, worded "victims" whatever the number
+    assert status == Status(Code.SUCCESS, success_message("b", 2))
+    assert status.message == "found a potential placement for pod on node b, preempting 2 victims"
+    assert status.code == Code.SUCCESS and result is not None
     assert result.nominated_node_name == "b" and [v.name for v in result.victims] == ["b1", "b2"]
 
 
@@ -305,7 +311,8 @@ def test_preempt_errors_are_ignored_when_a_candidate_exists() -> None:
     outcomes = {"a": ([], 0, Status(ERR, "boom")), "b": ok("b1")}
     ev = Evaluator("T", MiniHandle(snapshot(["a", "b"])), ScriptedPolicy(outcomes))
     result, status = ev.preempt(CycleState(), pod("p", 10), {"a": Status(U), "b": Status(U)})
-    assert status is None and result is not None and result.nominated_node_name == "b"
+    assert status is not None and status.code == Code.SUCCESS
+    assert result is not None and result.nominated_node_name == "b"
 
 
 def test_preempt_no_nodes() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.framework.runtime import WaitingPod
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
@@ -138,7 +140,9 @@ async def test_empty_post_filter_result_clears_the_nomination() -> None:
     assert pod.key not in client.nominations
 
 
-async def test_no_post_filter_plugins_leaves_the_nomination_alone() -> None:
+async def test_no_post_filter_plugins_clears_the_nomination() -> None:
+    """v1.37.2's schedulingAlgorithm returns clearNominatedNode when no PostFilter plugin is
+    registered (older releases left the nomination alone; this test pinned that before)."""
     sched, _cache, queue, client = setup()
     pod = nominated("p", "n0")
     client.nominations[pod.key] = "n0"
@@ -146,8 +150,8 @@ async def test_no_post_filter_plugins_leaves_the_nomination_alone() -> None:
     queue.add(pod)
     assert await sched.schedule_one()
     await sched.wait_for_bindings()
-    assert [p.uid for p in queue.nominator.nominated_pods_for_node("n0")] == [pod.uid]
-    assert client.nominations[pod.key] == "n0"
+    assert queue.nominator.nominated_pods_for_node("n0") == []
+    assert client.nominations.get(pod.key, "") == ""
     assert client.failed_messages(pod.key) == ["0/2 nodes are available: 2 Insufficient cpu."]
 
 
@@ -178,7 +182,38 @@ async def test_preemption_skips_deleting_victims_and_clears_lower_nominations() 
     assert low.key not in client.nominations and client.nominations[high.key] == "n1"
     assert {p.name for p in queue.nominator.nominated_pods_for_node("n1")} == {"high", "preemptor"}
     assert pod.uid not in plugin.preempting
-    assert queue.where(pod.uid) == "active"  # retried once the evictions are sent
+    # v1.37.2's async preemption does not requeue a preemptor whose evictions were sent: its
+    # victims' deletion events do (this test pinned an immediate retry before).
+    assert queue.where(pod.uid) == "unschedulable"
+
+
+class FailingEvictions(FakeClusterClient):
+    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+        raise ApiError("the server is unavailable", 503)
+
+
+@pytest.mark.parametrize("case", ["victim-seen-gone", "eviction-error", "victim-waiting-on-permit"])
+async def test_the_preemptor_is_retried_when_no_deletion_event_will_move_it(case: str) -> None:
+    """As ``prepareCandidateAsync``: activated on an error or a last victim preempted in memory;
+    and here also when a victim's deletion came while PreEnqueue held the pod back."""
+    sched, cache, queue, client = setup("Preempt")
+    if case == "eviction-error":
+        sched.client = FailingEvictions()
+    victim = make_pod("victim", node_name="n1", priority=1)
+    cache.add_pod(victim)
+    if case == "victim-seen-gone":
+        client.on_evict = cache.remove_pod  # the watch delivers the deletion before we finish
+    if case == "victim-waiting-on-permit":
+        fw = sched.profiles.frameworks["kopf-scheduler"]
+        fw.waiting_pods[victim.uid] = WaitingPod(victim, {"Gate": 30.0}, time.monotonic)
+    Preempt.answer = PostFilterResult("n1", [victim])
+    pod = make_pod("preemptor", priority=100)
+    queue.add(pod)
+    assert await sched.schedule_one()
+    await sched.wait_for_bindings()
+    assert queue.where(pod.uid) == "active"
+    if case == "victim-waiting-on-permit":
+        assert client.evicted == []  # rejected in memory, not deleted
 
 
 async def test_preemption_with_every_victim_already_leaving_starts_nothing() -> None:

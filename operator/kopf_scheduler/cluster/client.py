@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import errno
 import json
 import logging
 import socket
@@ -25,7 +26,7 @@ import orjson
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cluster.connection import Credentials
-from kopf_scheduler.framework.client import ApiError, Conflict, NotFound
+from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 
 __all__ = [
     "REPORTING_CONTROLLER",
@@ -66,19 +67,74 @@ def truncate_note(message: str) -> str:
     return message[: NOTE_LENGTH_LIMIT - len(suffix)] + suffix
 
 
+# metav1 Status reasons client-go knows (apimachinery's knownReasons): a 500/503 with one of
+# these other than InternalError/ServiceUnavailable is not retried; with an unknown one it is.
+KNOWN_REASONS = frozenset(
+    {
+        "Unauthorized", "Forbidden", "NotFound", "AlreadyExists", "Conflict", "Gone", "Invalid",
+        "ServerTimeout", "StoreReadError", "Timeout", "TooManyRequests", "BadRequest",
+        "MethodNotAllowed", "NotAcceptable", "RequestEntityTooLarge", "UnsupportedMediaType",
+        "InternalError", "Expired", "ServiceUnavailable",
+    }
+)  # fmt: skip
+# What client-go makes of an answer that is not a Status object (NewGenericServerResponse).
+_GENERIC_REASONS = {
+    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+    406: "NotAcceptable", 409: "Conflict", 415: "UnsupportedMediaType", 422: "Invalid",
+    429: "TooManyRequests", 503: "ServiceUnavailable", 504: "Timeout",
+}  # fmt: skip
+
+
+def _retriable(reason: str, code: int) -> bool:
+    """``util.Retriable`` for an answer: ``IsInternalError || IsServiceUnavailable``."""
+    if reason in ("InternalError", "ServiceUnavailable"):
+        return True
+    return reason not in KNOWN_REASONS and code in (500, 503)
+
+
 def _error(status: int, text: str, what: str) -> ApiError:
+    """Map an error answer like client-go: the Status's message, reason and code when the body is
+    one, else the generic reason for the HTTP code. ``what`` (method and path) goes to the log."""
+    reason, code, message = "", status, text.strip()
     try:
-        message = json.loads(text).get("message") or text
-    except (ValueError, AttributeError):
-        message = text
-    msg = f"{what}: {status} {message}".strip()
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        message = str(body.get("message") or message)
+        reason = str(body.get("reason") or "")
+        try:
+            code = int(body.get("code") or status)
+        except (TypeError, ValueError):
+            code = status
+    else:
+        reason = _GENERIC_REASONS.get(status) or ("InternalError" if status >= 500 else "")
+        if isinstance(body, dict) and body.get("message"):
+            message = str(body["message"])
+    logger.debug("%s: %s %s", what, status, message)
     if status == 409:
-        return Conflict(msg, status)
+        return Conflict(message, status, reason)
     if status == 404:
-        return NotFound(msg, status)
+        return NotFound(message, status, reason)
     if status == 410:
-        return Gone(msg, status)
-    return ApiError(msg, status)
+        return Gone(message, status, reason)
+    if _retriable(reason, code):
+        return TransientError(message, status, reason)
+    return ApiError(message, status, reason)
+
+
+def _connection_error(exc: BaseException, method: str, url: str, what: str) -> ApiError:
+    """A request that got no answer. A refused connection is certainly not applied and is
+    retriable (``net.IsConnectionRefused``), worded as client-go words it; a reset or timeout
+    may have been applied, so it stays a plain ApiError."""
+    os_error = getattr(exc, "os_error", None)
+    if (
+        isinstance(exc, aiohttp.ClientConnectorError)
+        and getattr(os_error, "errno", None) == errno.ECONNREFUSED
+    ):
+        host = f"{exc.host}:{exc.port}"
+        return TransientError(f'{method.capitalize()} "{url}": dial tcp {host}: connect: connection refused')
+    return ApiError(f"{what}: {type(exc).__name__}: {exc}")
 
 
 def list_page(data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str, str]:
@@ -224,7 +280,7 @@ class ApiClient:
                     raw = await resp.read()
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as exc:
-                raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
+                raise _connection_error(exc, method, self.server + path, what) from exc
             if status == 401 and attempt == 0 and await creds.rejected(used):
                 continue
             if status >= 400:

@@ -13,15 +13,27 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
 
-__all__ = ["ApiError", "ClusterClient", "Conflict", "NotFound"]
+__all__ = ["ApiError", "ClusterClient", "Conflict", "NotFound", "TransientError"]
 
 
 class ApiError(Exception):
-    """A failed API call that may succeed when retried (5xx, timeouts, connection errors)."""
+    """A failed API call that may succeed when retried (5xx, timeouts, connection errors).
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    ``str()`` is what the apiserver said (its Status message), as client-go's errors read, so
+    a FailedScheduling note quotes the same text as the reference's; ``status`` is the HTTP code
+    (0: no response) and ``reason`` the Status reason (``InternalError``, ``Conflict``, ...).
+    """
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.reason = reason
+
+
+class TransientError(ApiError):
+    """The failures the reference retries at once (``util.Retriable``): a 500 InternalError or
+    503 ServiceUnavailable answer, or a refused connection. DefaultBinder retries its Binding on
+    these (4 attempts, 10 ms backoff x5, as ``util.BindPod``); any other error fails at once."""
 
 
 class Conflict(ApiError):
@@ -35,7 +47,9 @@ class NotFound(ApiError):
 @runtime_checkable
 class ClusterClient(Protocol):
     async def bind(self, pod: PodSpec, node_name: str) -> None:
-        """POST ``pods/binding``; raise Conflict, NotFound or ApiError."""
+        """POST ``pods/binding`` once; raise Conflict, NotFound, TransientError or ApiError.
+
+        No retry here: the retry policy is DefaultBinder's, as in the reference."""
         ...
 
     async def bound_node(self, pod: PodSpec) -> str:

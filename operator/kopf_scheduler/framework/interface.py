@@ -45,6 +45,7 @@ __all__ = [
     "PostFilterPlugin",
     "PostFilterResult",
     "PreBindPlugin",
+    "PreBindPreFlightPlugin",
     "PreEnqueuePlugin",
     "PreFilterPlugin",
     "PreFilterResult",
@@ -430,6 +431,19 @@ class PreBindPlugin(Protocol):
     name: str
 
     async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class PreBindPreFlightPlugin(Protocol):
+    """A PreBind plugin telling, before WaitOnPermit, whether its PreBind will act (None/Success),
+    has nothing to do (Skip) or cannot (Error): the reference's ``PreBindPreFlight``. Any PreBind
+    acting means binding may take a while, so the scheduler publishes the chosen node as
+    ``nominatedNodeName`` first (NominatedNodeNameForExpectation). A PreBind plugin without this
+    method is never counted as acting."""
+
+    name: str
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
 
 
 @runtime_checkable

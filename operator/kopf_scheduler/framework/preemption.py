@@ -40,9 +40,18 @@ __all__ = [
     "parse_pdbs",
     "pick_one_node_for_preemption",
     "pod_start_time",
+    "success_message",
 ]
 
 PREEMPTION_NOT_HELPFUL_MSG = "Preemption is not helpful for scheduling"
+
+
+def success_message(node_name: str, num_victims: int) -> str:
+    """What a successful preemption reports (the plugin prefixes ``preemption: ``); the
+    reference words it so whatever the count, e.g. ``preempting 1 victims``."""
+    return f"found a potential placement for pod on node {node_name}, preempting {num_victims} victims"
+
+
 _MAX_INT32 = 2**31 - 1
 
 
@@ -247,8 +256,8 @@ class Evaluator:
 
         Returns ``(None, Unschedulable)`` when the pod may not preempt (keep its nomination),
         ``(PostFilterResult(""), Unschedulable)`` when no node helps (clear its nomination),
-        ``(None, Error)`` on a plugin error, and ``(PostFilterResult(node, victims), None)`` on
-        success.
+        ``(None, Error)`` on a plugin error, and ``(PostFilterResult(node, victims), Success)``
+        with :func:`success_message` on success.
         """
         absent = _absent_status(node_statuses)
         nominated_status: Status | None = None
@@ -277,7 +286,11 @@ class Evaluator:
         best = self.select_candidate(candidates)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, "no candidate node for preemption")
-        return PostFilterResult(nominated_node_name=best.name, victims=list(best.victims)), None
+        # Success carries a message: it ends the pod's FailedScheduling note (victims already
+        # terminating are counted too, as the reference counts the candidate's whole list).
+        message = success_message(best.name, len(best.victims))
+        result = PostFilterResult(nominated_node_name=best.name, victims=list(best.victims))
+        return result, Status(Code.SUCCESS, message)
 
     def find_candidates(
         self,

@@ -31,6 +31,7 @@ IN_TREE: dict[str, str] = {
     + "node_resources_balanced_allocation:NodeResourcesBalancedAllocation",
     "ImageLocality": _P + "image_locality:ImageLocality",
     "DefaultBinder": _P + "default_binder:DefaultBinder",
+    "DynamicResources": _P + "dynamic_resources:DynamicResources",
     "InterPodAffinity": _P + "inter_pod_affinity:InterPodAffinity",
     "PodTopologySpread": _P + "pod_topology_spread:PodTopologySpread",
     "VolumeBinding": _P + "volume_binding:VolumeBinding",

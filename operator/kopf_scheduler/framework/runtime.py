@@ -31,6 +31,7 @@ from kopf_scheduler.framework.interface import (
     CycleState,
     EventResource,
     PostFilterResult,
+    PreBindPreFlightPlugin,
     PreFilterResult,
     Status,
 )
@@ -61,6 +62,18 @@ class FrameworkError(Exception):
 
 def is_success(status: Status | None) -> bool:
     return status is None or status.code == Code.SUCCESS
+
+
+# fwk.Code.String()
+_CODE_NAMES = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
 
 
 def _as_error(status: Status, prefix: str) -> Status:
@@ -735,6 +748,30 @@ class Framework:
         return True
 
     # -- binding --
+
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        """None (Success) when some PreBind plugin will act, Skip when none will, Error on a failure
+        (``RunPreBindPreFlights``); plugins without a pre-flight do not count."""
+        result: Status | None = Status(Code.SKIP)
+        for p in self.pre_bind_plugins:
+            if not isinstance(p, PreBindPreFlightPlugin):
+                continue
+            status = p.pre_bind_pre_flight(state, pod, node_name)
+            if is_success(status):
+                result = None
+            elif status is not None and status.is_skip():
+                continue
+            elif status is not None and status.code == Code.ERROR:
+                return _as_error(status, f"running PreBindPreFlight {go_quote(p.name)}")
+            else:
+                assert status is not None
+                code = go_quote(_CODE_NAMES[status.code])
+                return Status(
+                    Code.ERROR,
+                    f"PreBindPreFlight {p.name} returned {code}, which is unsupported. "
+                    "It is supposed to return Success, Skip, or Error status",
+                )
+        return result
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:

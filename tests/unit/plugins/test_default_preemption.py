@@ -30,6 +30,16 @@ from kopf_scheduler.queue.nominator import Nominator
 from kopf_scheduler.testing.builders import make_node, pod_dict
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
+
+
+def placed(node_name: str, victims: int) -> Status:
+    """v1.37.2's successful PostFilter status (its test table's wantStatus)."""
+    return Status(
+        Code.SUCCESS,
+        f"preemption: found a potential placement for pod on node {node_name}, preempting {victims} victims",
+    )
+
+
 SMALL = {"cpu": "100m", "memory": "100"}
 MEDIUM = {"cpu": "200m", "memory": "200"}
 LARGE = {"cpu": "300m", "memory": "300"}
@@ -267,7 +277,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "statuses": {"node1": U},
         "want_node": "node1",
         "want_victims": ["p1"],
-        "want_status": None,
+        "want_status": placed("node1", 1),
     },
     {
         "id": "pod with tied priority is still unschedulable",
@@ -310,7 +320,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "statuses": {"node1": U, "node2": U},
         "want_node": "node2",
         "want_victims": ["p2"],
-        "want_status": None,
+        "want_status": placed("node2", 1),
     },
     {
         "id": "schedulable on minHighestPriority node (PDB violations counted, not forbidden)",
@@ -328,7 +338,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "statuses": {"node1": U, "node2": U},
         "want_node": "node2",
         "want_victims": ["p3"],
-        "want_status": None,
+        "want_status": placed("node2", 1),
     },
     {
         "id": "no candidate nodes found, no enough resource after removing low priority pods",
@@ -394,7 +404,7 @@ POST_FILTER_CASES: list[dict[str, Any]] = [
         "plugins": "with-test-plugin",
         "want_node": "node2",
         "want_victims": ["p2"],
-        "want_status": None,
+        "want_status": placed("node2", 1),
     },
     {
         "id": "preemptionPolicy Never",
@@ -439,7 +449,8 @@ def test_post_filter_returns_victims_from_snapshot_and_leaves_snapshot_untouched
     before = [p.uid for p in handle.snapshot.get("node1").pods]  # type: ignore[union-attr]
     requested = handle.snapshot.get("node1").requested.milli_cpu  # type: ignore[union-attr]
     result, status = plugin.post_filter(state, preemptor, statuses({"node1": U}))
-    assert status is None and result is not None
+    assert result is not None and status is not None and status.code == Code.SUCCESS
+    assert status.message.endswith("on node node1, preempting 2 victims")
     assert result.victims[0] is pods[0] or result.victims[0] is pods[1]
     assert [p.uid for p in handle.snapshot.get("node1").pods] == before  # type: ignore[union-attr]
     assert handle.snapshot.get("node1").requested.milli_cpu == requested  # type: ignore[union-attr]
@@ -843,8 +854,12 @@ def test_select_best_candidate(case: dict[str, Any], seed: int) -> None:
     plugin, _, state = setup(nodes, case["pods"], case["pod"])
     plugin.rng = random.Random(seed)
     result, status = plugin.post_filter(state, case["pod"], statuses({n: U for n in case["nodes"]}))
-    assert status is None and result is not None
-    assert result.nominated_node_name in case["expected"]
+    assert result is not None and result.nominated_node_name in case["expected"]
+    assert status == Status(
+        Code.SUCCESS,
+        f"preemption: found a potential placement for pod on node {result.nominated_node_name}, "
+        f"preempting {len(result.victims)} victims",
+    )
 
 
 # --- custom eligibility and ordering hooks --------------------------------------------------------
@@ -902,7 +917,7 @@ def test_nominated_pods_of_higher_or_equal_priority_count_against_the_node(
     result, status = plugin.post_filter(state, preemptor, statuses({"node1": U}))
     assert result is not None and result.nominated_node_name == want_node
     if want_message is None:
-        assert status is None
+        assert status == placed("node1", 1)
         assert [v.name for v in result.victims] == ["a"]
     else:
         assert status == Status(U, want_message)
