@@ -35,6 +35,27 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.metrics.recorder import (
+    BIND,
+    CODE_LABELS,
+    FILTER,
+    PERMIT,
+    POST_BIND,
+    POST_FILTER,
+    PRE_BIND,
+    PRE_FILTER,
+    PRE_FILTER_EXTENSION_ADD_POD,
+    PRE_FILTER_EXTENSION_REMOVE_POD,
+    PRE_SCORE,
+    RESERVE,
+    SCORE,
+    SCORE_EXTENSION_NORMALIZE,
+    SUCCESS,
+    UNRESERVE,
+    MetricsRecorder,
+    NoopMetrics,
+    Tally,
+)
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
@@ -49,6 +70,29 @@ log = logging.getLogger(__name__)
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # the reference's maxTimeout for Permit waits
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
 _CHUNK = 512  # rows filtered per batch before checking whether enough feasible nodes were found
+_perf = time.perf_counter
+# preemption_attempts_total counts this PostFilter plugin's runs (the reference counts in the plugin).
+_PREEMPTION_PLUGIN = "DefaultPreemption"
+
+
+def _code(status: Status | None) -> str:
+    """The status label of metrics: the code as the reference prints it; None is Success."""
+    return SUCCESS if status is None else CODE_LABELS[status.code]
+
+
+class _Tallies(dict[str, Tally]):
+    """Plugin name -> its plugin_evaluation_total counter at one extension point (made on first use,
+    so plugin lists edited after construction still count)."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[str], Tally]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, plugin: str) -> Tally:
+        tally = self[plugin] = self._make(plugin)
+        return tally
 
 
 class FrameworkError(Exception):
@@ -191,9 +235,11 @@ class Framework:
         nominator: Any = None,
         parallelism: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        metrics: MetricsRecorder | None = None,
     ) -> None:
         self.profile = profile
         self.profile_name = profile.scheduler_name
+        self.metrics = metrics if metrics is not None else NoopMetrics()
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self._snapshot = snapshot
         self._objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
@@ -228,6 +274,29 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.score_weights = {p.name: resolved.weights.get(p.name, 1) for p in self.score_plugins}
+
+    # -- metrics --
+
+    @property
+    def metrics(self) -> MetricsRecorder:
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, recorder: MetricsRecorder) -> None:
+        """Swapping the recorder (``ProfileSet.attach``) rebinds the evaluation counters too."""
+        self._metrics = recorder
+        profile = self.profile_name
+
+        def tallies(point: str) -> _Tallies:
+            return _Tallies(lambda plugin: recorder.plugin_evaluations(plugin, point, profile))
+
+        self._evals_pre_filter = tallies(PRE_FILTER)
+        self._evals_filter = tallies(FILTER)
+        self._evals_pre_score = tallies(PRE_SCORE)
+        self._evals_score = tallies(SCORE)
+
+    def _observe(self, point: str, status: Status | None, start: float) -> None:
+        self._metrics.extension_point(point, _code(status), self.profile_name, _perf() - start)
 
     # -- Handle --
 
@@ -309,17 +378,33 @@ class Framework:
         self, state: CycleState, pod: PodSpec
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         """Merged result, status, and the plugins that narrowed the node set."""
+        start = _perf()
+        result, status, with_nodes = self._run_pre_filter_plugins(state, pod)
+        self._observe(PRE_FILTER, status, start)
+        return result, status, with_nodes
+
+    def _run_pre_filter_plugins(
+        self, state: CycleState, pod: PodSpec
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         skip: set[str] = set()
+        evals = self._evals_pre_filter
+        timed = state.record_plugin_metrics
         nodes = self.snapshot.list()
         result: PreFilterResult | None = None
         with_nodes: set[str] = set()
         returned: Status | None = None
         try:
             for p in self.pre_filter_plugins:
-                r, s = p.pre_filter(state, pod, nodes)
+                if timed:
+                    t0 = _perf()
+                    r, s = p.pre_filter(state, pod, nodes)
+                    self._metrics.plugin_duration(p.name, PRE_FILTER, _code(s), _perf() - t0)
+                else:
+                    r, s = p.pre_filter(state, pod, nodes)
                 if s is not None and s.is_skip():
                     skip.add(p.name)
                     continue
+                evals[p.name].n += 1
                 if not is_success(s):
                     assert s is not None
                     s.plugin = p.name
@@ -350,7 +435,12 @@ class Framework:
         for name, fn in self._pre_filter_extensions("add_pod"):
             if name in skip:
                 continue
-            status = fn(state, pod, pod_to_add, node_info)
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = fn(state, pod, pod_to_add, node_info)
+                self._metrics.plugin_duration(name, PRE_FILTER_EXTENSION_ADD_POD, _code(status), _perf() - t0)
+            else:
+                status = fn(state, pod, pod_to_add, node_info)
             if not is_success(status):
                 assert status is not None
                 return _as_error(status, f"running AddPod on PreFilter plugin {go_quote(name)}")
@@ -363,7 +453,13 @@ class Framework:
         for name, fn in self._pre_filter_extensions("remove_pod"):
             if name in skip:
                 continue
-            status = fn(state, pod, pod_to_remove, node_info)
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = fn(state, pod, pod_to_remove, node_info)
+                point = PRE_FILTER_EXTENSION_REMOVE_POD
+                self._metrics.plugin_duration(name, point, _code(status), _perf() - t0)
+            else:
+                status = fn(state, pod, pod_to_remove, node_info)
             if not is_success(status):
                 assert status is not None
                 return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(name)}")
@@ -395,13 +491,36 @@ class Framework:
     def run_filter_plugins(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         """First failing Filter plugin's status for one node, or None."""
         # Hot in preemption's dry run (once per victim per node): the success check is inlined.
+        if state.record_plugin_metrics:
+            return self._run_filter_plugins_timed(state, pod, node_info)
         skip = state.skip_filter_plugins
         success = Code.SUCCESS
+        evals = self._evals_filter
         for p in self.filter_plugins:
             if p.name in skip:
                 continue
+            evals[p.name].n += 1
             status = p.filter(state, pod, node_info)
             if status is not None and status.code != success:
+                return _filter_failure(p, status)
+        return None
+
+    def _run_filter_plugins_timed(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        """``run_filter_plugins`` in a cycle sampled for plugin_execution_duration_seconds."""
+        skip = state.skip_filter_plugins
+        evals = self._evals_filter
+        record = self._metrics.plugin_duration
+        for p in self.filter_plugins:
+            if p.name in skip:
+                continue
+            evals[p.name].n += 1
+            t0 = _perf()
+            status = p.filter(state, pod, node_info)
+            record(p.name, FILTER, _code(status), _perf() - t0)
+            if not is_success(status):
+                assert status is not None
                 return _filter_failure(p, status)
         return None
 
@@ -473,6 +592,8 @@ class Framework:
             return take, len(take)
         filters = [p for p in self.filter_plugins if p.name not in state.skip_filter_plugins]
         vector_fns = [getattr(p, "filter_vector", None) for p in filters]
+        evals = self._evals_filter
+        timed = state.record_plugin_metrics
         feasible_parts: list[np.ndarray] = []
         found = 0
         pos = 0
@@ -491,15 +612,27 @@ class Framework:
                 if not alive.size:
                     break
                 sub = idx[alive]
+                t0 = _perf() if timed else 0.0
                 mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
                 if mask is not None:
+                    # One vector call stands for one Filter call per node it looked at.
+                    evals[p.name].n += len(sub)
                     rejected = alive[~np.asarray(mask, dtype=bool)]
+                    if timed:
+                        self._observe_filter_vector(p, state, pod, idx, rejected, len(sub), _perf() - t0)
                     if rejected.size:
                         ok[rejected] = False
                         lazy.append((p, rejected))
                     continue
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
-                    status = self._filter_status(p, state, pod, infos[r])
+                    evals[p.name].n += 1
+                    if timed:
+                        t0 = _perf()
+                        raw = p.filter(state, pod, infos[r])
+                        self._metrics.plugin_duration(p.name, FILTER, _code(raw), _perf() - t0)
+                        status = None if is_success(raw) else _filter_failure(p, raw)
+                    else:
+                        status = self._filter_status(p, state, pod, infos[r])
                     if status is not None:
                         if status.code == Code.ERROR:
                             raise FrameworkError(status)
@@ -525,6 +658,27 @@ class Framework:
             pos += m
         feasible = np.concatenate(feasible_parts) if feasible_parts else rows[:0]
         return feasible, processed
+
+    def _observe_filter_vector(
+        self,
+        p: Any,
+        state: CycleState,
+        pod: PodSpec,
+        idx: np.ndarray,
+        rejected: np.ndarray,
+        calls: int,
+        seconds: float,
+    ) -> None:
+        """A sampled vector Filter call as ``calls`` per-node calls of equal duration. Rejections
+        carry the code the per-node method gives the first rejected node: asking every rejected
+        node would cost more than the cycle (plugins reject with one code in all but rare cases)."""
+        each = seconds / calls if calls else 0.0
+        record = self._metrics.plugin_duration
+        record(p.name, FILTER, SUCCESS, each, calls - len(rejected))
+        if len(rejected):
+            status = p.filter(state, pod, self.snapshot.node_infos[int(idx[int(rejected[0])])])
+            code = CODE_LABELS[Code.UNSCHEDULABLE] if is_success(status) else _code(status)
+            record(p.name, FILTER, code, each, len(rejected))
 
     def _record(
         self,
@@ -578,11 +732,27 @@ class Framework:
     def run_post_filter_plugins(
         self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
+        start = _perf()
+        result, status = self._run_post_filter_plugins(state, pod, node_statuses)
+        self._observe(POST_FILTER, status, start)
+        return result, status
+
+    def _run_post_filter_plugins(
+        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
+        metrics = self._metrics
         for p in self.post_filter_plugins:
-            r, s = p.post_filter(state, pod, node_statuses)
+            t0 = _perf()
+            try:
+                r, s = p.post_filter(state, pod, node_statuses)
+            finally:
+                if p.name == _PREEMPTION_PLUGIN:
+                    metrics.preemption_attempt()
+            if state.record_plugin_metrics:
+                metrics.plugin_duration(p.name, POST_FILTER, _code(s), _perf() - t0)
             if is_success(s):
                 return r, s if s is not None else Status(Code.SUCCESS)
             assert s is not None
@@ -604,13 +774,29 @@ class Framework:
     def run_pre_score_plugins(
         self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
     ) -> Status | None:
+        start = _perf()
+        status = self._run_pre_score_plugins(state, pod, nodes)
+        self._observe(PRE_SCORE, status, start)
+        return status
+
+    def _run_pre_score_plugins(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
         skip: set[str] = set()
+        evals = self._evals_pre_score
+        timed = state.record_plugin_metrics
         try:
             for p in self.pre_score_plugins:
-                status = p.pre_score(state, pod, nodes)
+                if timed:
+                    t0 = _perf()
+                    status = p.pre_score(state, pod, nodes)
+                    self._metrics.plugin_duration(p.name, PRE_SCORE, _code(status), _perf() - t0)
+                else:
+                    status = p.pre_score(state, pod, nodes)
                 if status is not None and status.is_skip():
                     skip.add(p.name)
                     continue
+                evals[p.name].n += 1
                 if not is_success(status):
                     assert status is not None
                     return _as_error(status, f"running PreScore plugin {go_quote(p.name)}")
@@ -622,20 +808,46 @@ class Framework:
         self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Weighted total per row and each plugin's normalized (unweighted) scores."""
+        start = _perf()
+        try:
+            out = self._run_score_plugins(state, pod, rows, nodes)
+        except FrameworkError as exc:
+            self._observe(SCORE, exc.status, start)
+            raise
+        self._observe(SCORE, None, start)
+        return out
+
+    def _run_score_plugins(
+        self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         snapshot = self.snapshot
+        evals = self._evals_score
+        timed = state.record_plugin_metrics
+        record = self._metrics.plugin_duration
         total = np.zeros(len(rows), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         for p in self.score_plugins:
             if p.name in state.skip_score_plugins:
                 continue
             vfn = getattr(p, "score_vector", None)
+            t0 = _perf() if timed else 0.0
             vec = vfn(state, pod, snapshot, rows) if vfn is not None else None
             if vec is not None:
                 scores = np.array(vec, dtype=np.int64)
+                evals[p.name].n += len(rows)  # one Score call per node in the reference
+                if timed and len(rows):
+                    record(p.name, SCORE, SUCCESS, (_perf() - t0) / len(rows), len(rows))
             else:
                 scores = np.empty(len(rows), dtype=np.int64)
+                tally = evals[p.name]
                 for j, info in enumerate(nodes):
-                    s, status = p.score(state, pod, info)
+                    tally.n += 1
+                    if timed:
+                        t0 = _perf()
+                        s, status = p.score(state, pod, info)
+                        record(p.name, SCORE, _code(status), _perf() - t0)
+                    else:
+                        s, status = p.score(state, pod, info)
                     if not is_success(status):
                         assert status is not None
                         raise FrameworkError(
@@ -644,7 +856,12 @@ class Framework:
                     scores[j] = s
             normalize = getattr(p, "normalize_score", None)
             if normalize is not None:
-                status = normalize(state, pod, scores)
+                if timed:
+                    t0 = _perf()
+                    status = normalize(state, pod, scores)
+                    record(p.name, SCORE_EXTENSION_NORMALIZE, _code(status), _perf() - t0)
+                else:
+                    status = normalize(state, pod, scores)
                 if not is_success(status):
                     assert status is not None
                     quoted = go_quote(p.name)  # quoted on error paths only: it is costly per cycle
@@ -667,8 +884,19 @@ class Framework:
     # -- Reserve / Permit --
 
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        start = _perf()
+        status = self._run_reserve_plugins_reserve(state, pod, node_name)
+        self._observe(RESERVE, status, start)
+        return status
+
+    def _run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         for p in self.reserve_plugins:
-            status = p.reserve(state, pod, node_name)
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = p.reserve(state, pod, node_name)
+                self._metrics.plugin_duration(p.name, RESERVE, _code(status), _perf() - t0)
+            else:
+                status = p.reserve(state, pod, node_name)
             if not is_success(status):
                 assert status is not None
                 if status.is_rejected():
@@ -678,16 +906,30 @@ class Framework:
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
         """Unreserve in reverse order; a failing plugin must not stop the others from cleaning up."""
+        start = _perf()
         for p in reversed(self.reserve_plugins):
+            t0 = _perf()
             try:
                 p.unreserve(state, pod, node_name)
             except Exception:
                 log.exception("Unreserve of plugin %s failed for pod %s", p.name, pod.key)
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, UNRESERVE, SUCCESS, _perf() - t0)
+        self._observe(UNRESERVE, None, start)
 
     def run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        start = _perf()
+        status = self._run_permit_plugins(state, pod, node_name)
+        self._observe(PERMIT, status, start)
+        return status
+
+    def _run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         waits: dict[str, float] = {}
         for p in self.permit_plugins:
+            t0 = _perf()
             status, timeout = p.permit(state, pod, node_name)
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, PERMIT, _code(status), _perf() - t0)
             if is_success(status):
                 continue
             assert status is not None
@@ -710,10 +952,12 @@ class Framework:
         wp = self.waiting_pods.get(pod.uid)
         if wp is None:
             return None
+        start = _perf()
         try:
             status = await wp.wait()
         finally:
             self.waiting_pods.pop(pod.uid, None)
+        self._metrics.permit_wait(_code(status), _perf() - start)
         if is_success(status):
             return None
         assert status is not None
@@ -737,17 +981,35 @@ class Framework:
     # -- binding --
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        start = _perf()
+        status = await self._run_pre_bind_plugins(state, pod, node_name)
+        self._observe(PRE_BIND, status, start)
+        return status
+
+    async def _run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:
+            t0 = _perf()
             status = await _binding_call(p.pre_bind(state, pod, node_name))
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, PRE_BIND, _code(status), _perf() - t0)
             if status is not None and not status.is_skip() and not status.is_success():
                 return _binding_failure(status, p.name, "PreBind")
         return None
 
     async def run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         """Bind plugins in order until one does not Skip; exceptions (Conflict, ...) become Error."""
+        start = _perf()
+        status = await self._run_bind_plugins(state, pod, node_name)
+        self._observe(BIND, status, start)
+        return status
+
+    async def _run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         status: Status | None = Status(Code.SKIP)
         for p in self.bind_plugins:
+            t0 = _perf()
             status = await _binding_call(p.bind(state, pod, node_name))
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, BIND, _code(status), _perf() - t0)
             if status is not None and status.is_skip():
                 continue
             if is_success(status):
@@ -757,11 +1019,16 @@ class Framework:
         return status
 
     async def run_post_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+        start = _perf()
         for p in self.post_bind_plugins:
+            t0 = _perf()
             try:
                 await p.post_bind(state, pod, node_name)
             except Exception:
                 log.exception("PostBind of plugin %s failed for pod %s", p.name, pod.key)
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, POST_BIND, SUCCESS, _perf() - t0)
+        self._observe(POST_BIND, None, start)
 
 
 async def _binding_call(call: Awaitable[Status | None]) -> Status | None:
