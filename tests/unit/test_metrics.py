@@ -477,3 +477,20 @@ def test_noop_recorder_is_the_default_and_samples_nothing() -> None:
 
     asyncio.run(go())
     assert sched.client.bindings  # type: ignore[attr-defined]
+
+
+def test_queue_incoming_events_carry_the_reference_labels() -> None:
+    from kopf_scheduler.eventhandlers import EventHandlers
+
+    env = Env()
+    handlers = EventHandlers(env.cache, env.queue, lambda pod: True)
+    handlers.add_node(make_node("n1"))
+    handlers.add_pod(make_pod("picky", cpu="100m", nodeSelector={"disk": "ssd"}))
+    env.run()
+    assert env.value("scheduler_unschedulable_pods", plugin="NodeAffinity", profile=PROFILE) == 1
+    handlers.update_node(make_node("n1"), make_node("n1", labels={"disk": "ssd"}))
+    moved = sum(
+        env.value("scheduler_queue_incoming_pods_total", queue=q, event="NodeUpdateNodeLabel")
+        for q in ("active", "backoff")
+    )
+    assert moved == 1

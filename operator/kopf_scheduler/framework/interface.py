@@ -179,8 +179,9 @@ class EventResource(enum.StrEnum):
     NODE = "Node"
     PVC = "PersistentVolumeClaim"
     PV = "PersistentVolume"
-    STORAGE_CLASS = "StorageClass"
-    CSI_NODE = "CSINode"
+    # Group-qualified as the reference spells them: event labels read "storage.k8s.io/CSINodeAdd".
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
     PDB = "PodDisruptionBudget"
     WILDCARD = "*"
 

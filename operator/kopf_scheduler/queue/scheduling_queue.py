@@ -184,7 +184,7 @@ def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[Cluster
         )
     if old.tolerations != new.tolerations:
         events.append(
-            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodTolerations")
+            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodToleration")
         )
     if not events:
         events.append(ClusterEvent(resource, UPDATE_POD_OTHER, f"{prefix}Update"))
@@ -609,7 +609,8 @@ class PriorityQueue:
                 return
             self._pool_put(qpi)
             return
-        if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_UPDATE.label):
+        # Not queued at all: added as new, under the reference's label for it.
+        if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
 
     def delete(self, pod: PodSpec) -> None:
