@@ -69,11 +69,11 @@ class NeverSample(random.Random):
 
 
 class Env:
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random | None = None, clock: Any = None) -> None:
         self.registry = CollectorRegistry()
         self.metrics = PrometheusMetrics(self.registry, rng=rng if rng is not None else AlwaysSample())
         self.cache = Cache()
-        self.queue = PriorityQueue(metrics=self.metrics)
+        self.queue = PriorityQueue(metrics=self.metrics, **({"clock": clock} if clock else {}))
         self.metrics.watch_pending_pods(self.queue.pending_pods)
         self.client = FakeClusterClient()
         self.sched = Scheduler(
@@ -494,3 +494,18 @@ def test_queue_incoming_events_carry_the_reference_labels() -> None:
         for q in ("active", "backoff")
     )
     assert moved == 1
+
+
+def test_gated_pod_retried_by_the_leftover_flush_is_not_counted_again() -> None:
+    now = [1000.0]
+    env = Env(clock=lambda: now[0])
+    env.queue.add(make_pod("gated", cpu="100m", schedulingGates=[{"name": "wait"}]))
+    now[0] += 301  # past the pool's 5 minutes
+    env.queue.flush_unschedulable_left_over()
+    assert env.value("scheduler_pending_pods", queue="gated") == 1
+    # Still gated, it stays where it was: the reference counts no incoming pod for that.
+    incoming = families(env.registry)["scheduler_queue_incoming_pods"].samples
+    assert [(s.labels["queue"], s.labels["event"], s.value) for s in incoming] == [
+        ("unschedulable", "UnscheduledPodAdd", 1.0)
+    ]
+    assert env.value("scheduler_unschedulable_pods", plugin="SchedulingGates", profile=PROFILE) == 1

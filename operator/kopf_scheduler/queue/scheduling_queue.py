@@ -513,12 +513,16 @@ class PriorityQueue:
     def _new_qpi(self, pod: PodSpec) -> QueuedPodInfo:
         return QueuedPodInfo(pod=pod, timestamp=self.clock())
 
-    def _move_to_active(self, qpi: QueuedPodInfo, event: str, from_backoff: bool = False) -> bool:
+    def _move_to_active(
+        self, qpi: QueuedPodInfo, event: str, from_backoff: bool = False, from_pool: bool = False
+    ) -> bool:
+        """``from_pool``: the pod was taken out of the pool for this move, so going back there is
+        no incoming pod (the reference moves it without taking it out)."""
         if not (self.pop_from_backoff and from_backoff):
             self._run_pre_enqueue(qpi)
         if qpi.gated:
             if not self._has(qpi.uid):
-                self._pool_put(qpi, event)
+                self._pool_put(qpi, None if from_pool else event)
             return False
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self.clock()
@@ -530,12 +534,12 @@ class PriorityQueue:
             self.nominator.add_nominated_pod(qpi.pod)
         return True
 
-    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> bool:
+    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str, from_pool: bool = False) -> bool:
         if self.pop_from_backoff:
             self._run_pre_enqueue(qpi)
             if qpi.gated:
                 if qpi.uid not in self._unschedulable:
-                    self._pool_put(qpi, event)
+                    self._pool_put(qpi, None if from_pool else event)
                 return False
         self._pool_remove(qpi.uid)
         self._backoff.push(qpi)
@@ -544,14 +548,16 @@ class PriorityQueue:
             self._broadcast()  # an idle pop() may take it now (SchedulerPopFromBackoffQ)
         return True
 
-    def _requeue(self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
+    def _requeue(
+        self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str, from_pool: bool = False
+    ) -> str:
         """Put a pod where ``strategy`` says; returns the queue it went to."""
         if strategy == QueueingStrategy.SKIP:
-            self._pool_put(qpi, event)
+            self._pool_put(qpi, None if from_pool else event)
             return UNSCHEDULABLE_Q
         if strategy == QueueingStrategy.AFTER_BACKOFF and self.is_backing_off(qpi):
-            return BACKOFF_Q if self._move_to_backoff(qpi, event) else UNSCHEDULABLE_Q
-        return ACTIVE_Q if self._move_to_active(qpi, event) else UNSCHEDULABLE_Q
+            return BACKOFF_Q if self._move_to_backoff(qpi, event, from_pool) else UNSCHEDULABLE_Q
+        return ACTIVE_Q if self._move_to_active(qpi, event, from_pool=from_pool) else UNSCHEDULABLE_Q
 
     # -- adding and removing --
 
@@ -595,7 +601,7 @@ class PriorityQueue:
                     if strategy == QueueingStrategy.SKIP:
                         continue
                     self._pool_remove(uid)
-                    where = self._requeue(qpi, strategy, ev.label)
+                    where = self._requeue(qpi, strategy, ev.label, from_pool=True)
                     if where == ACTIVE_Q:
                         self._broadcast()
                     if where != UNSCHEDULABLE_Q:
@@ -912,7 +918,7 @@ class PriorityQueue:
             if strategy == QueueingStrategy.SKIP:
                 continue
             self._pool_remove(qpi.uid)
-            if self._requeue(qpi, strategy, event.label) == ACTIVE_Q:
+            if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
         self.move_request_cycle = self.scheduling_cycle
         if self.queueing_hints:
