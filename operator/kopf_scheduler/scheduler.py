@@ -452,6 +452,7 @@ class Scheduler:
             rows = np.arange(num_all, dtype=np.int64)
         n = len(rows)
         if n == 0:
+            self._observe_filter(fw, False, time.perf_counter())  # the reference's search of no nodes
             return empty, diagnosis, 0
         num_to_find = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, n, self.percentage_of_nodes_to_score
