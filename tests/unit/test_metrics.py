@@ -509,3 +509,18 @@ def test_gated_pod_retried_by_the_leftover_flush_is_not_counted_again() -> None:
         ("unschedulable", "UnscheduledPodAdd", 1.0)
     ]
     assert env.value("scheduler_unschedulable_pods", plugin="SchedulingGates", profile=PROFILE) == 1
+
+
+def test_filter_evaluations_count_the_nodes_the_search_processed() -> None:
+    # 300 nodes: the adaptive percentage asks for 144 feasible nodes (48%); all fit, so the search
+    # stops after 144 even though the vector filters ran over the whole chunk at once.
+    env = Env()
+    for i in range(300):
+        env.cache.add_node(make_node(f"n{i:03d}"))
+    env.queue.add(make_pod("p", cpu="100m"))
+    env.run()
+    assert env.sched.next_start_node_index == 144
+    evals = "scheduler_plugin_evaluation_total"
+    for plugin in ("NodeUnschedulable", "TaintToleration", "NodeResourcesFit"):
+        assert env.value(evals, plugin=plugin, extension_point="Filter", profile=PROFILE) == 144, plugin
+    assert env.value(evals, plugin="NodeResourcesFit", extension_point="Score", profile=PROFILE) == 144

@@ -80,6 +80,13 @@ def _code(status: Status | None) -> str:
     return SUCCESS if status is None else CODE_LABELS[status.code]
 
 
+def _count_evaluations(looked: list[tuple[Tally, np.ndarray]], cut: int) -> None:
+    """Filter evaluations of one chunk: each plugin's rows before ``cut`` (the rows the reference's
+    node-by-node search processes; the rest of a chunk was filtered ahead in bulk)."""
+    for tally, positions in looked:
+        tally.n += int(np.searchsorted(positions, cut))
+
+
 class _Tallies(dict[str, Tally]):
     """Plugin name -> its plugin_evaluation_total counter at one extension point (made on first use,
     so plugin lists edited after construction still count)."""
@@ -607,6 +614,7 @@ class Framework:
             plain = ~special
             eager: list[tuple[int, Status]] = []  # (position in chunk, status)
             lazy: list[tuple[Any, np.ndarray]] = []  # (plugin, positions it rejected)
+            looked: list[tuple[Tally, np.ndarray]] = []  # (evaluations counter, positions it ran on)
             for p, vfn in zip(filters, vector_fns, strict=True):
                 alive = np.flatnonzero(ok & plain)
                 if not alive.size:
@@ -614,9 +622,8 @@ class Framework:
                 sub = idx[alive]
                 t0 = _perf() if timed else 0.0
                 mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
+                looked.append((evals[p.name], alive))
                 if mask is not None:
-                    # One vector call stands for one Filter call per node it looked at.
-                    evals[p.name].n += len(sub)
                     rejected = alive[~np.asarray(mask, dtype=bool)]
                     if timed:
                         self._observe_filter_vector(p, state, pod, idx, rejected, len(sub), _perf() - t0)
@@ -625,7 +632,6 @@ class Framework:
                         lazy.append((p, rejected))
                     continue
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
-                    evals[p.name].n += 1
                     if timed:
                         t0 = _perf()
                         raw = p.filter(state, pod, infos[r])
@@ -635,6 +641,7 @@ class Framework:
                         status = self._filter_status(p, state, pod, infos[r])
                     if status is not None:
                         if status.code == Code.ERROR:
+                            _count_evaluations(looked, m)
                             raise FrameworkError(status)
                         ok[j] = False
                         eager.append((j, status))
@@ -642,6 +649,7 @@ class Framework:
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
                 if status is not None and not is_success(status):
                     if status.code == Code.ERROR:
+                        _count_evaluations(looked, m)
                         raise FrameworkError(status)
                     ok[j] = False
                     eager.append((j, status))
@@ -654,6 +662,7 @@ class Framework:
             feasible_parts.append(idx[ok_pos])
             found += len(ok_pos)
             processed += cut
+            _count_evaluations(looked, cut)
             self._record(diagnosis, state, pod, idx, cut, eager, lazy)
             pos += m
         feasible = np.concatenate(feasible_parts) if feasible_parts else rows[:0]
