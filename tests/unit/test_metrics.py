@@ -524,3 +524,6 @@ def test_filter_evaluations_count_the_nodes_the_search_processed() -> None:
     for plugin in ("NodeUnschedulable", "TaintToleration", "NodeResourcesFit"):
         assert env.value(evals, plugin=plugin, extension_point="Filter", profile=PROFILE) == 144, plugin
     assert env.value(evals, plugin="NodeResourcesFit", extension_point="Score", profile=PROFILE) == 144
+    # The sampled durations stand for the same calls (one per processed node).
+    dur = "scheduler_plugin_execution_duration_seconds"
+    assert env.count(dur, plugin="NodeResourcesFit", extension_point="Filter", status="Success") == 144

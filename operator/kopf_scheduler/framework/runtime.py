@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -85,6 +86,17 @@ def _count_evaluations(looked: list[tuple[Tally, np.ndarray]], cut: int) -> None
     node-by-node search processes; the rest of a chunk was filtered ahead in bulk)."""
     for tally, positions in looked:
         tally.n += int(np.searchsorted(positions, cut))
+
+
+@dataclass(slots=True)
+class _Timing:
+    """One timed Filter call of a sampled cycle, recorded once the search's cut is known."""
+
+    plugin: Any
+    positions: np.ndarray  # chunk positions it ran on (sorted)
+    rejected: np.ndarray | None  # positions a vector call rejected; None for a per-node call
+    seconds: float
+    code: str = SUCCESS  # a per-node call's status
 
 
 class _Tallies(dict[str, Tally]):
@@ -615,6 +627,7 @@ class Framework:
             eager: list[tuple[int, Status]] = []  # (position in chunk, status)
             lazy: list[tuple[Any, np.ndarray]] = []  # (plugin, positions it rejected)
             looked: list[tuple[Tally, np.ndarray]] = []  # (evaluations counter, positions it ran on)
+            timings: list[_Timing] | None = [] if timed else None  # sampled cycle: plugin durations
             for p, vfn in zip(filters, vector_fns, strict=True):
                 alive = np.flatnonzero(ok & plain)
                 if not alive.size:
@@ -625,23 +638,24 @@ class Framework:
                 looked.append((evals[p.name], alive))
                 if mask is not None:
                     rejected = alive[~np.asarray(mask, dtype=bool)]
-                    if timed:
-                        self._observe_filter_vector(p, state, pod, idx, rejected, len(sub), _perf() - t0)
+                    if timings is not None:
+                        timings.append(_Timing(p, alive, rejected, _perf() - t0))
                     if rejected.size:
                         ok[rejected] = False
                         lazy.append((p, rejected))
                     continue
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
-                    if timed:
+                    if timings is not None:
                         t0 = _perf()
                         raw = p.filter(state, pod, infos[r])
-                        self._metrics.plugin_duration(p.name, FILTER, _code(raw), _perf() - t0)
+                        timings.append(_Timing(p, np.array([j]), None, _perf() - t0, _code(raw)))
                         status = None if is_success(raw) else _filter_failure(p, raw)
                     else:
                         status = self._filter_status(p, state, pod, infos[r])
                     if status is not None:
                         if status.code == Code.ERROR:
                             _count_evaluations(looked, m)
+                            self._observe_filter_timings(timings, state, pod, idx, m)
                             raise FrameworkError(status)
                         ok[j] = False
                         eager.append((j, status))
@@ -650,6 +664,7 @@ class Framework:
                 if status is not None and not is_success(status):
                     if status.code == Code.ERROR:
                         _count_evaluations(looked, m)
+                        self._observe_filter_timings(timings, state, pod, idx, m)
                         raise FrameworkError(status)
                     ok[j] = False
                     eager.append((j, status))
@@ -663,31 +678,39 @@ class Framework:
             found += len(ok_pos)
             processed += cut
             _count_evaluations(looked, cut)
+            self._observe_filter_timings(timings, state, pod, idx, cut)
             self._record(diagnosis, state, pod, idx, cut, eager, lazy)
             pos += m
         feasible = np.concatenate(feasible_parts) if feasible_parts else rows[:0]
         return feasible, processed
 
-    def _observe_filter_vector(
-        self,
-        p: Any,
-        state: CycleState,
-        pod: PodSpec,
-        idx: np.ndarray,
-        rejected: np.ndarray,
-        calls: int,
-        seconds: float,
+    def _observe_filter_timings(
+        self, timings: list[_Timing] | None, state: CycleState, pod: PodSpec, idx: np.ndarray, cut: int
     ) -> None:
-        """A sampled vector Filter call as ``calls`` per-node calls of equal duration. Rejections
-        carry the code the per-node method gives the first rejected node: asking every rejected
-        node would cost more than the cycle (plugins reject with one code in all but rare cases)."""
-        each = seconds / calls if calls else 0.0
+        """A sampled chunk's Filter durations for the rows the search processed (before ``cut``).
+
+        A vector call stands for one call per row, each taking an equal share of its time. Its
+        rejections carry the code the per-node method gives the first rejected row: asking every
+        rejected row would cost more than the cycle (plugins reject with one code in all but rare
+        cases)."""
+        if not timings:
+            return
         record = self._metrics.plugin_duration
-        record(p.name, FILTER, SUCCESS, each, calls - len(rejected))
-        if len(rejected):
-            status = p.filter(state, pod, self.snapshot.node_infos[int(idx[int(rejected[0])])])
-            code = CODE_LABELS[Code.UNSCHEDULABLE] if is_success(status) else _code(status)
-            record(p.name, FILTER, code, each, len(rejected))
+        for t in timings:
+            calls = int(np.searchsorted(t.positions, cut))
+            if not calls:
+                continue
+            each = t.seconds / len(t.positions)
+            if t.rejected is None:  # one per-node call
+                record(t.plugin.name, FILTER, t.code, each)
+                continue
+            rejected = int(np.searchsorted(t.rejected, cut))
+            record(t.plugin.name, FILTER, SUCCESS, each, calls - rejected)
+            if rejected:
+                row = self.snapshot.node_infos[int(idx[int(t.rejected[0])])]
+                status = t.plugin.filter(state, pod, row)
+                code = CODE_LABELS[Code.UNSCHEDULABLE] if is_success(status) else _code(status)
+                record(t.plugin.name, FILTER, code, each, rejected)
 
     def _record(
         self,
