@@ -71,7 +71,10 @@ class NeverSample(random.Random):
 class Env:
     def __init__(self, rng: random.Random | None = None, clock: Any = None) -> None:
         self.registry = CollectorRegistry()
-        self.metrics = PrometheusMetrics(self.registry, rng=rng if rng is not None else AlwaysSample())
+        # An unbounded plugin-duration budget: counts in these tests are exact.
+        self.metrics = PrometheusMetrics(
+            self.registry, rng=rng if rng is not None else AlwaysSample(), plugin_buffer=10**9
+        )
         self.cache = Cache()
         self.queue = PriorityQueue(metrics=self.metrics, **({"clock": clock} if clock else {}))
         self.metrics.watch_pending_pods(self.queue.pending_pods)
@@ -420,7 +423,7 @@ class Waiter(Plugin):
 
 async def test_permit_wait_and_its_extension_point() -> None:
     registry = CollectorRegistry()
-    metrics = PrometheusMetrics(registry, rng=AlwaysSample())
+    metrics = PrometheusMetrics(registry, rng=AlwaysSample(), plugin_buffer=10**9)
     reg = Registry({"Waiter": Waiter, "PrioritySort": PrioritySort, "DefaultBinder": DefaultBinder})
     spec = {
         "schedulerName": "w",
@@ -527,3 +530,24 @@ def test_filter_evaluations_count_the_nodes_the_search_processed() -> None:
     # The sampled durations stand for the same calls (one per processed node).
     dur = "scheduler_plugin_execution_duration_seconds"
     assert env.count(dur, plugin="NodeResourcesFit", extension_point="Filter", status="Success") == 144
+
+
+def test_plugin_durations_are_capped_per_second_like_the_reference_buffer() -> None:
+    now = [0.0]
+    m = PrometheusMetrics(CollectorRegistry(), rng=AlwaysSample(), clock=lambda: now[0])
+    for _ in range(600):
+        m.plugin_duration("A", "Filter", "Success", 1e-5)
+    m.plugin_duration("A", "Filter", "Success", 1e-5, 600)  # a vector call: 400 of 600 fit
+    assert m.sample_plugin_metrics() is False  # no room left: no cycle is timed for nothing
+    m.plugin_duration("A", "Filter", "Success", 1e-5)
+    registry = m.registry
+
+    def count() -> float:
+        labels = {"plugin": "A", "extension_point": "Filter", "status": "Success"}
+        return registry.get_sample_value("scheduler_plugin_execution_duration_seconds_count", labels) or 0.0
+
+    assert count() == 1000
+    now[0] += 1.0  # the next interval: room again
+    assert m.sample_plugin_metrics() is True
+    m.plugin_duration("A", "Filter", "Success", 1e-5, 5)
+    assert count() == 1005

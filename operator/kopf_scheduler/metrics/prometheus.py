@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -26,11 +27,24 @@ from prometheus_client.utils import floatToGoString
 
 from kopf_scheduler.metrics.recorder import PLUGIN_METRICS_SAMPLE_PERCENT, Tally, attempts_label
 
-__all__ = ["PENDING_QUEUES", "PrometheusMetrics", "exponential_buckets"]
+__all__ = [
+    "PENDING_QUEUES",
+    "PLUGIN_BUFFER_SIZE",
+    "PLUGIN_FLUSH_INTERVAL",
+    "PrometheusMetrics",
+    "exponential_buckets",
+]
 
 # pending_pods' queue label values; the last two are the reference's pod-group queues (always
 # empty here: no pod groups), present as 0 as the reference registers them.
 PENDING_QUEUES = ("active", "backoff", "unschedulable", "gated", "incomplete", "pending")
+
+# The reference hands plugin durations to a buffer of 1000 that is emptied once a second and drops
+# what does not fit: at most ~1000 plugin_execution_duration observations a second reach its
+# histogram (a sampled cycle over many nodes alone makes thousands). We keep the same budget, which
+# also bounds what the sampled cycles cost us.
+PLUGIN_BUFFER_SIZE = 1000
+PLUGIN_FLUSH_INTERVAL = 1.0
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
@@ -157,9 +171,20 @@ class _PendingPods(Collector):
 class PrometheusMetrics:
     """kube-scheduler's STABLE and BETA metrics in ``registry``; one instance per registry."""
 
-    def __init__(self, registry: CollectorRegistry, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        rng: random.Random | None = None,
+        *,
+        plugin_buffer: int = PLUGIN_BUFFER_SIZE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.registry = registry
         self._rng = rng if rng is not None else random.Random()
+        self._clock = clock
+        self._plugin_buffer = plugin_buffer
+        self._plugin_room = plugin_buffer  # observations left in this flush interval
+        self._plugin_window_end = clock() + PLUGIN_FLUSH_INTERVAL
         reg = registry
 
         # STABLE
@@ -279,7 +304,16 @@ class PrometheusMetrics:
     # -- MetricsRecorder --
 
     def sample_plugin_metrics(self) -> bool:
-        return self._rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
+        # With the interval's budget spent, timing the cycle would only produce dropped samples.
+        sampled = self._rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
+        return sampled and (self._plugin_room > 0 or self._refill_plugin_room() > 0)
+
+    def _refill_plugin_room(self) -> int:
+        now = self._clock()
+        if now >= self._plugin_window_end:
+            self._plugin_room = self._plugin_buffer
+            self._plugin_window_end = now + PLUGIN_FLUSH_INTERVAL
+        return self._plugin_room
 
     def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
         key = (result, profile)
@@ -304,7 +338,12 @@ class PrometheusMetrics:
         self.extension_point_duration.observe((point, status, profile), seconds)
 
     def plugin_duration(self, plugin: str, point: str, status: str, seconds: float, count: int = 1) -> None:
+        room = self._plugin_room
+        if room < count:
+            room = self._refill_plugin_room()
+            count = min(count, room)
         if count > 0:
+            self._plugin_room = room - count
             self.plugin_execution_duration.observe((plugin, point, status), seconds, count)
 
     def plugin_evaluations(self, plugin: str, point: str, profile: str) -> Tally:
