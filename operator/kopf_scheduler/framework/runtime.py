@@ -311,6 +311,7 @@ class Framework:
 
         self._evals_pre_filter = tallies(PRE_FILTER)
         self._evals_filter = tallies(FILTER)
+        self._filter_entries: tuple[list[Any], list[tuple[Any, str, Tally]]] = ([], [])
         self._evals_pre_score = tallies(PRE_SCORE)
         self._evals_score = tallies(SCORE)
 
@@ -514,15 +515,26 @@ class Framework:
             return self._run_filter_plugins_timed(state, pod, node_info)
         skip = state.skip_filter_plugins
         success = Code.SUCCESS
-        evals = self._evals_filter
-        for p in self.filter_plugins:
-            if p.name in skip:
+        entries = self._filter_entries
+        if entries[0] is not self.filter_plugins or len(entries[1]) != len(self.filter_plugins):
+            entries = self._bind_filter_entries()
+        for p, name, tally in entries[1]:
+            if name in skip:
                 continue
-            evals[p.name].n += 1
+            tally.n += 1
             status = p.filter(state, pod, node_info)
             if status is not None and status.code != success:
                 return _filter_failure(p, status)
         return None
+
+    def _bind_filter_entries(self) -> tuple[list[Any], list[tuple[Any, str, Tally]]]:
+        """(plugin, name, evaluations counter) per Filter plugin, rebuilt if the list is replaced
+        or resized: the dry run calls ``run_filter_plugins`` per victim per node, and looking the
+        name and counter up there cost more than the counting itself."""
+        evals = self._evals_filter
+        entries = (self.filter_plugins, [(p, p.name, evals[p.name]) for p in self.filter_plugins])
+        self._filter_entries = entries
+        return entries
 
     def _run_filter_plugins_timed(
         self, state: CycleState, pod: PodSpec, node_info: NodeInfo
