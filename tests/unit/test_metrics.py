@@ -551,3 +551,22 @@ def test_plugin_durations_are_capped_per_second_like_the_reference_buffer() -> N
     assert m.sample_plugin_metrics() is True
     m.plugin_duration("A", "Filter", "Success", 1e-5, 5)
     assert count() == 1005
+
+
+def test_filter_evaluations_after_rejections_count_only_the_rows_that_reached_the_plugin() -> None:
+    # Every other node is tainted: TaintToleration rejects it, so NodeResourcesFit (after it in the
+    # Filter order) only sees the untainted ones. 144 feasible nodes are needed: the 144th is row 286.
+    env = Env()
+    taint = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+    for i in range(300):
+        env.cache.add_node(make_node(f"n{i:03d}", taints=taint if i % 2 else ()))
+    env.queue.add(make_pod("p", cpu="100m"))
+    env.run()
+    assert env.sched.next_start_node_index == 287
+    evals = "scheduler_plugin_evaluation_total"
+    for plugin, want in (("NodeUnschedulable", 287), ("TaintToleration", 287), ("NodeResourcesFit", 144)):
+        assert env.value(evals, plugin=plugin, extension_point="Filter", profile=PROFILE) == want, plugin
+    dur = "scheduler_plugin_execution_duration_seconds"
+    code = "UnschedulableAndUnresolvable"  # TaintToleration's rejection
+    assert env.count(dur, plugin="TaintToleration", extension_point="Filter", status=code) == 143
+    assert env.count(dur, plugin="TaintToleration", extension_point="Filter", status="Success") == 144

@@ -12,6 +12,7 @@ somebody reads them (a FitError), which keeps the common "pod fits" path free of
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -81,11 +82,22 @@ def _code(status: Status | None) -> str:
     return SUCCESS if status is None else CODE_LABELS[status.code]
 
 
-def _count_evaluations(looked: list[tuple[Tally, np.ndarray]], cut: int) -> None:
+def _count_evaluations(
+    looked: list[tuple[Tally, np.ndarray | list[int]]], cut: int, special: np.ndarray
+) -> None:
     """Filter evaluations of one chunk: each plugin's rows before ``cut`` (the rows the reference's
-    node-by-node search processes; the rest of a chunk was filtered ahead in bulk)."""
-    for tally, positions in looked:
-        tally.n += int(np.searchsorted(positions, cut))
+    node-by-node search processes; the rest of a chunk was filtered ahead in bulk).
+
+    The plugins ran in order on the rows no earlier one rejected, so each count is the previous
+    one less that plugin's rejections: no per-plugin array work when nothing was rejected."""
+    alive = cut - int(np.searchsorted(special, cut)) if len(special) else cut  # nominated rows: apart
+    for tally, rejected in looked:
+        tally.n += alive
+        if len(rejected):  # sorted positions: a vector call's array, or the per-node loop's list
+            if isinstance(rejected, np.ndarray):
+                alive -= int(np.searchsorted(rejected, cut))
+            else:
+                alive -= bisect.bisect_left(rejected, cut)
 
 
 @dataclass(slots=True)
@@ -635,10 +647,11 @@ class Framework:
             m = len(idx)
             ok = np.ones(m, dtype=bool)
             special = self._rows_with_nominated(idx, pod)
+            special_pos = np.flatnonzero(special)
             plain = ~special
             eager: list[tuple[int, Status]] = []  # (position in chunk, status)
             lazy: list[tuple[Any, np.ndarray]] = []  # (plugin, positions it rejected)
-            looked: list[tuple[Tally, np.ndarray]] = []  # (evaluations counter, positions it ran on)
+            looked: list[tuple[Tally, np.ndarray | list[int]]] = []  # (evaluations, positions it rejected)
             timings: list[_Timing] | None = [] if timed else None  # sampled cycle: plugin durations
             for p, vfn in zip(filters, vector_fns, strict=True):
                 alive = np.flatnonzero(ok & plain)
@@ -647,15 +660,17 @@ class Framework:
                 sub = idx[alive]
                 t0 = _perf() if timed else 0.0
                 mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
-                looked.append((evals[p.name], alive))
                 if mask is not None:
                     rejected = alive[~np.asarray(mask, dtype=bool)]
+                    looked.append((evals[p.name], rejected))
                     if timings is not None:
                         timings.append(_Timing(p, alive, rejected, _perf() - t0))
                     if rejected.size:
                         ok[rejected] = False
                         lazy.append((p, rejected))
                     continue
+                node_rejected: list[int] = []
+                looked.append((evals[p.name], node_rejected))
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
                     if timings is not None:
                         t0 = _perf()
@@ -666,16 +681,17 @@ class Framework:
                         status = self._filter_status(p, state, pod, infos[r])
                     if status is not None:
                         if status.code == Code.ERROR:
-                            _count_evaluations(looked, m)
+                            _count_evaluations(looked, m, special_pos)
                             self._observe_filter_timings(timings, state, pod, idx, m)
                             raise FrameworkError(status)
                         ok[j] = False
+                        node_rejected.append(j)
                         eager.append((j, status))
-            for j in np.flatnonzero(special).tolist():
+            for j in special_pos.tolist():
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
                 if status is not None and not is_success(status):
                     if status.code == Code.ERROR:
-                        _count_evaluations(looked, m)
+                        _count_evaluations(looked, m, special_pos)
                         self._observe_filter_timings(timings, state, pod, idx, m)
                         raise FrameworkError(status)
                     ok[j] = False
@@ -689,7 +705,7 @@ class Framework:
             feasible_parts.append(idx[ok_pos])
             found += len(ok_pos)
             processed += cut
-            _count_evaluations(looked, cut)
+            _count_evaluations(looked, cut, special_pos)
             self._observe_filter_timings(timings, state, pod, idx, cut)
             self._record(diagnosis, state, pod, idx, cut, eager, lazy)
             pos += m
