@@ -60,23 +60,26 @@ def _annotations(node: NodeSpec) -> Any:
 
 
 def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[ClusterEvent]:
-    """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``)."""
+    """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``).
+
+    Labels are the reference's (resource + action, what queue_incoming_pods_total's ``event`` shows);
+    a node turning schedulable is reported as a taint update, as there."""
     actions: list[tuple[ActionType, str]] = []
     if old.unschedulable != new.unschedulable and not new.unschedulable:
         # Becoming schedulable is like a taint going away.
-        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeSpecUnschedulableChange"))
+        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
     if old.allocatable != new.allocatable:
-        actions.append((ActionType.UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"))
+        actions.append((ActionType.UPDATE_NODE_ALLOCATABLE, "NodeUpdateNodeAllocatable"))
     if old.labels != new.labels:
-        actions.append((ActionType.UPDATE_NODE_LABEL, "NodeLabelChange"))
+        actions.append((ActionType.UPDATE_NODE_LABEL, "NodeUpdateNodeLabel"))
     if old.taints != new.taints:
-        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeTaintChange"))
+        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
     if _conditions(old) != _conditions(new):
-        actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"))
+        actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeUpdateNodeCondition"))
     if _annotations(old) != _annotations(new):
-        actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"))
+        actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeUpdateNodeAnnotation"))
     if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
-        actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeDeclaredFeatureChange"))
+        actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeUpdateNodeDeclaredFeature"))
     return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
 
 

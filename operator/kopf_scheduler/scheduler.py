@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +38,16 @@ from kopf_scheduler.framework.interface import (
 from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, is_success
+from kopf_scheduler.metrics.recorder import (
+    CODE_LABELS,
+    ERROR_RESULT,
+    FILTER,
+    SCHEDULED_RESULT,
+    SUCCESS,
+    UNSCHEDULABLE_RESULT,
+    MetricsRecorder,
+    NoopMetrics,
+)
 
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
@@ -72,36 +82,6 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int, globa
         pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
     num = num_all_nodes * pct // 100
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-# --- metrics seam -------------------------------------------------------------------------------
-
-
-class MetricsRecorder(Protocol):
-    """What the scheduler reports; the operator plugs Prometheus in behind this."""
-
-    def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
-        """result: scheduled | unschedulable | error (the reference's schedule_attempts_total)."""
-
-    def pod_scheduled(self, profile: str, seconds: float, attempts: int) -> None: ...
-
-    def binding(self, ok: bool, seconds: float) -> None: ...
-
-    def preemption(self, victims: int) -> None: ...
-
-
-class NoopMetrics:
-    def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
-        pass
-
-    def pod_scheduled(self, profile: str, seconds: float, attempts: int) -> None:
-        pass
-
-    def binding(self, ok: bool, seconds: float) -> None:
-        pass
-
-    def preemption(self, victims: int) -> None:
-        pass
 
 
 # --- profiles -----------------------------------------------------------------------------------
@@ -250,7 +230,12 @@ class Scheduler:
         self.events_dropped = 0
         self._stop = asyncio.Event()
         profiles.attach(
-            queue=queue, snapshot=self.snapshot, objects=self.objects, client=client, nominator=self.nominator
+            queue=queue,
+            snapshot=self.snapshot,
+            objects=self.objects,
+            client=client,
+            nominator=self.nominator,
+            metrics=self.metrics,
         )
 
     # -- loop --
@@ -326,12 +311,14 @@ class Scheduler:
             return True
         start = self.clock()
         state = CycleState()
+        # Plugin durations are timed in a sample of cycles only, as the reference does.
+        state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
         outcome = self._scheduling_cycle(state, fw, qpi, start)
         if isinstance(outcome, _Failure):
             self._handle_failure(fw, qpi, outcome, start)
         else:
             result, assumed = outcome
-            self._spawn(self._binding_cycle(state, fw, qpi, result, assumed, start), f"binding {pod.key}")
+            self._spawn(self._run_binding_cycle(state, fw, qpi, result, assumed, start), f"binding {pod.key}")
         return True
 
     def _scheduling_cycle(
@@ -352,9 +339,13 @@ class Scheduler:
             fit.diagnosis.post_filter_msg = pf_status.message
             if pf_status.code == Code.ERROR:
                 log.error("PostFilter failed for pod %s: %s", pod.key, pf_status.message)
+            if pf_result is not None and pf_result.victims:  # the chosen candidate's victims
+                self.metrics.preemption_victims(len(pf_result.victims))
             # None: leave the nomination; PostFilterResult("") clears it; a name nominates.
             nominating = pf_result.nominated_node_name if pf_result is not None else None
             return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
+        finally:  # the reference's schedulingAlgorithm: node selection and PostFilter
+            self.metrics.scheduling_algorithm(self.clock() - start)
 
         host = result.suggested_host
         assumed = dataclasses.replace(pod, node_name=host)
@@ -434,7 +425,9 @@ class Scheduler:
         if pod.nominated_node_name:
             info = snapshot.get(pod.nominated_node_name)
             if info is not None:
+                t0 = time.perf_counter()
                 nstatus = fw.run_filter_plugins_with_nominated_pods(state, pod, info)
+                self._observe_filter(fw, nstatus is not None and nstatus.code == Code.ERROR, t0)
                 if is_success(nstatus):
                     return np.array([snapshot.index[info.name]], dtype=np.int64), diagnosis, 1
                 assert nstatus is not None
@@ -459,6 +452,7 @@ class Scheduler:
             rows = np.arange(num_all, dtype=np.int64)
         n = len(rows)
         if n == 0:
+            self._observe_filter(fw, False, time.perf_counter())  # the reference's search of no nodes
             return empty, diagnosis, 0
         num_to_find = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, n, self.percentage_of_nodes_to_score
@@ -468,9 +462,22 @@ class Scheduler:
         start = self.next_start_node_index % n
         if start:
             rows = np.concatenate((rows[start:], rows[:start]))
-        feasible, processed = fw.find_feasible_rows(state, pod, rows, num_to_find, diagnosis)
+        t0 = time.perf_counter()
+        try:
+            feasible, processed = fw.find_feasible_rows(state, pod, rows, num_to_find, diagnosis)
+        except FrameworkError:
+            self._observe_filter(fw, True, t0)
+            raise
+        self._observe_filter(fw, False, t0)
         self.next_start_node_index = (self.next_start_node_index + processed) % num_all
         return feasible, diagnosis, processed
+
+    def _observe_filter(self, fw: Framework, error: bool, start: float) -> None:
+        """The Filter extension point's duration over all nodes of one search (the reference times
+        it around its node loop, not per node); nothing without Filter plugins, as there."""
+        if fw.has_filter_plugins():
+            status = CODE_LABELS[Code.ERROR] if error else SUCCESS
+            self.metrics.extension_point(FILTER, status, fw.profile_name, time.perf_counter() - start)
 
     def prioritize_nodes(
         self, fw: Framework, state: CycleState, pod: PodSpec, rows: np.ndarray
@@ -509,9 +516,8 @@ class Scheduler:
             message = str(err)
         else:
             message = status.message
-        self.metrics.schedule_attempt(
-            "unschedulable" if reason == UNSCHEDULABLE else "error", fw.profile_name, self.clock() - start
-        )
+        result = UNSCHEDULABLE_RESULT if reason == UNSCHEDULABLE else ERROR_RESULT
+        self.metrics.schedule_attempt(result, fw.profile_name, self.clock() - start)
         is_gone = getattr(self.queue, "is_gone", None)
         gone = bool(is_gone(pod.uid)) if is_gone is not None else False
         pf = failure.post_filter
@@ -573,7 +579,6 @@ class Scheduler:
         a victim's deletion was seen while PreEnqueue still held the pod back.
         """
         node = result.nominated_node_name
-        self.metrics.preemption(len(result.victims))
         message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
         retry = True  # until the evictions are known to have been sent
         try:
@@ -631,6 +636,22 @@ class Scheduler:
 
     # -- binding cycle --
 
+    async def _run_binding_cycle(
+        self,
+        state: CycleState,
+        fw: Framework,
+        qpi: Any,
+        result: ScheduleResult,
+        assumed: PodSpec,
+        start: float,
+    ) -> None:
+        """The binding cycle, counted in goroutines{operation="binding"} while it runs."""
+        self.metrics.binding_goroutines(1)
+        try:
+            await self._binding_cycle(state, fw, qpi, result, assumed, start)
+        finally:
+            self.metrics.binding_goroutines(-1)
+
     async def _binding_cycle(
         self,
         state: CycleState,
@@ -671,7 +692,6 @@ class Scheduler:
             if not is_success(status):
                 assert status is not None
                 return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
-            bind_start = self.clock()
             status = await fw.run_bind_plugins(state, assumed, host)
             try:
                 self.cache.finish_binding(assumed)
@@ -679,12 +699,13 @@ class Scheduler:
                 log.exception("finish_binding of %s failed", assumed.key)
             if not is_success(status) and await self._bind_landed(assumed, host, status):
                 status = None
-            self.metrics.binding(is_success(status), self.clock() - bind_start)
             if not is_success(status):
                 assert status is not None
                 return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
-        self.metrics.schedule_attempt("scheduled", fw.profile_name, self.clock() - start)
-        self.metrics.pod_scheduled(fw.profile_name, self.clock() - start, getattr(qpi, "attempts", 1))
+        self.metrics.schedule_attempt(SCHEDULED_RESULT, fw.profile_name, self.clock() - start)
+        initial = getattr(qpi, "initial_attempt_timestamp", None)
+        sli = self.clock() - initial if initial is not None else None
+        self.metrics.pod_scheduled(getattr(qpi, "attempts", 1), sli)
         self._queue_scheduled_event(assumed, host)
         await fw.run_post_bind_plugins(state, assumed, host)
         return None
@@ -766,9 +787,11 @@ class Scheduler:
         self._forget(assumed)
         if isinstance(error, Conflict):  # bound already (another replica, or ourselves before a retry)
             log.info("pod %s is already bound: %s", assumed.key, error)
+            self.metrics.schedule_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
             self.queue.done(assumed.uid)
             return
         if isinstance(error, NotFound):  # deleted while we were binding it
+            self.metrics.schedule_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
             self.queue.done(assumed.uid)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
             return

@@ -4,7 +4,8 @@ Runs the default profile's scheduling cycle (PreFilter..Score, select host, assu
 Permit) for simple pods against an in-memory cache; binding is excluded because it is I/O.
 ``python -m kopf_scheduler.bench.engine [--nodes 100 1000 5000] [--pods 300] [--profile]``;
 ``--cpu 64`` (more than a node's 32) times the failure path instead: diagnosis, FailedScheduling
-message and the preemption attempt, as in the Unschedulable workload.
+message and the preemption attempt, as in the Unschedulable workload. ``--metrics`` records into
+a Prometheus registry as the operator does (the default records nothing), to price the metrics.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import load_profile
+from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
 from kopf_scheduler.testing.builders import make_node, make_pod
@@ -40,10 +42,23 @@ def _profiles(disable: list[str]) -> ProfileSet:
     return ProfileSet([load_profile(spec)])
 
 
-def _setup(num_nodes: int, seed: int, disable: list[str]) -> tuple[Scheduler, Cache]:
+def _recorder(metrics: bool) -> MetricsRecorder:
+    if not metrics:
+        return NoopMetrics()
+    from prometheus_client import CollectorRegistry
+
+    from kopf_scheduler.metrics.prometheus import PrometheusMetrics
+
+    return PrometheusMetrics(CollectorRegistry(), rng=random.Random(0))
+
+
+def _setup(num_nodes: int, seed: int, disable: list[str], metrics: bool = False) -> tuple[Scheduler, Cache]:
     cache = Cache()
-    queue = PriorityQueue()
-    sched = Scheduler(cache, queue, _NoBindClient(), _profiles(disable), rng=random.Random(seed))
+    recorder = _recorder(metrics)
+    queue = PriorityQueue(metrics=recorder)
+    sched = Scheduler(
+        cache, queue, _NoBindClient(), _profiles(disable), rng=random.Random(seed), metrics=recorder
+    )
     for i in range(num_nodes):
         cache.add_node(make_node(f"node-{i:05d}", cpu="32", memory="128Gi", labels={"zone": f"z{i % 3}"}))
     return sched, cache
@@ -56,9 +71,10 @@ def bench(
     profile: bool = False,
     disable: list[str] | None = None,
     cpu: str = "100m",
+    metrics: bool = False,
 ) -> float:
     """Mean seconds per scheduling decision over ``num_pods`` simple pods."""
-    sched, _ = _setup(num_nodes, seed, disable or [])
+    sched, _ = _setup(num_nodes, seed, disable or [], metrics)
     pods = [make_pod(f"pod-{i}", cpu=cpu, memory="128Mi") for i in range(num_pods)]
 
     async def go() -> float:
@@ -94,12 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the largest size")
     parser.add_argument("--disable", nargs="*", default=[], metavar="PLUGIN", help="plugins to leave out")
     parser.add_argument("--cpu", default="100m", help="each pod's cpu request (nodes have 32)")
+    parser.add_argument("--metrics", action="store_true", help="record Prometheus metrics as the operator")
     args = parser.parse_args(argv)
     print(f"{'nodes':>7}  {'ms/pod':>8}  {'pods/s':>8}")
     for i, n in enumerate(args.nodes):
         last = i == len(args.nodes) - 1
         per_pod = bench(
-            n, args.pods, args.seed, profile=args.profile and last, disable=args.disable, cpu=args.cpu
+            n,
+            args.pods,
+            args.seed,
+            profile=args.profile and last,
+            disable=args.disable,
+            cpu=args.cpu,
+            metrics=args.metrics,
         )
         print(f"{n:>7}  {per_pod * 1000:>8.3f}  {1 / per_pod:>8.0f}", flush=True)
     return 0

@@ -16,40 +16,29 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    disable_created_metrics,
+    generate_latest,
+)
+
+from kopf_scheduler.metrics.prometheus import PrometheusMetrics
 
 __all__ = [
     "BIND_ERRORS",
-    "E2E_LATENCY",
-    "PENDING_PODS",
-    "SCHEDULE_ATTEMPTS",
-    "SCHEDULING_ATTEMPT_LATENCY",
+    "SCHEDULER",
     "Health",
     "serve",
 ]
 
-# Bucket layouts follow kube-scheduler's (exponential from 1 ms).
-_ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
-_E2E_BUCKETS = tuple(0.01 * 2**i for i in range(20))
+# kube-scheduler exposes no ``*_created`` series; neither do we.
+disable_created_metrics()
 
-SCHEDULE_ATTEMPTS = Counter(
-    "scheduler_schedule_attempts_total",
-    "Scheduling attempts by result (scheduled, unschedulable, error) and profile.",
-    ["result", "profile"],
-)
-SCHEDULING_ATTEMPT_LATENCY = Histogram(
-    "scheduler_scheduling_attempt_duration_seconds",
-    "Scheduling attempt latency (scheduling cycle + binding) by result and profile.",
-    ["result", "profile"],
-    buckets=_ATTEMPT_BUCKETS,
-)
-E2E_LATENCY = Histogram(
-    "scheduler_pod_scheduling_duration_seconds",
-    "End-to-end latency from the pod's creation to its successful binding.",
-    ["profile"],
-    buckets=_E2E_BUCKETS,
-)
-PENDING_PODS = Gauge("scheduler_pending_pods", "Pending pods by queue.", ["queue"])
+# The engine's metrics (kube-scheduler's STABLE and BETA ones), in the process-wide registry.
+SCHEDULER = PrometheusMetrics(REGISTRY)
 BIND_ERRORS = Counter(
     "scheduler_bind_errors_total", "Failed binds by error (conflict, not_found, api).", ["error"]
 )

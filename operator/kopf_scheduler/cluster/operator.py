@@ -100,25 +100,8 @@ class Options:
     identity: str = field(default_factory=_identity)
 
 
-class PrometheusMetrics:
-    """The Scheduler's MetricsRecorder seam, into prometheus-client."""
-
-    def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
-        metrics.SCHEDULE_ATTEMPTS.labels(result, profile).inc()
-        metrics.SCHEDULING_ATTEMPT_LATENCY.labels(result, profile).observe(seconds)
-
-    def pod_scheduled(self, profile: str, seconds: float, attempts: int) -> None:
-        pass  # the e2e figure is taken at bind time from the pod's creation (InstrumentedClient)
-
-    def binding(self, ok: bool, seconds: float) -> None:
-        pass
-
-    def preemption(self, victims: int) -> None:
-        pass
-
-
 class InstrumentedClient(KubeClusterClient):
-    """Counts bind errors and the creation-to-bind latency where they are observed: at the API."""
+    """Counts bind errors where they are observed: at the API."""
 
     first_bind_at: float | None = None  # time.monotonic() of the first successful bind
 
@@ -139,9 +122,6 @@ class InstrumentedClient(KubeClusterClient):
             since = process_age()
             if since is not None:  # what a failover costs: imports, Kopf, listing, the first cycle
                 logger.info("First bind %.2fs after the process started", since)
-        if pod.creation_timestamp:
-            e2e = max(0.0, time.time() - pod.creation_timestamp)
-            metrics.E2E_LATENCY.labels(pod.scheduler_name).observe(e2e)
 
 
 class SchedulerRuntime:
@@ -160,7 +140,8 @@ class SchedulerRuntime:
         self.api = ApiClient(self.credentials, max_in_flight=options.max_in_flight)
         self.client = InstrumentedClient(self.api, instance=f"kopf-scheduler-{options.identity}")
         self.cache = Cache()
-        self.queue = PriorityQueue(nominator=Nominator())
+        self.queue = PriorityQueue(nominator=Nominator(), metrics=metrics.SCHEDULER)
+        metrics.SCHEDULER.watch_pending_pods(self.queue.pending_pods)
         self.profiles = ProfileSet()
         self.scheduler = Scheduler(
             self.cache,
@@ -169,7 +150,7 @@ class SchedulerRuntime:
             self.profiles,
             parallel_binds=options.parallel_binds,
             event_workers=options.event_workers,
-            metrics=PrometheusMetrics(),
+            metrics=metrics.SCHEDULER,
             objects=self.cache.objects,
         )
         self.handlers = EventHandlers(self.cache, self.queue, self.is_responsible)
@@ -344,7 +325,6 @@ class SchedulerRuntime:
         for informer in self.informers():
             self._spawn(f"informer-{informer.kind}", informer.run())
         self._spawn("leader", self.leader.run() if not self.options.standalone else asyncio.Event().wait())
-        self._spawn("pending-gauge", self._pending_gauge())
         self._spawn("scheduling", self._schedule_while_leading())
 
     async def wait_synced(self) -> None:
@@ -378,12 +358,6 @@ class SchedulerRuntime:
             await self.scheduler.wait_for_bindings()
             if not self.leader.standby.is_set():
                 raise RuntimeError("the scheduling loop ended while leading")
-
-    async def _pending_gauge(self) -> None:
-        while True:
-            for queue, count in self.queue.pending_pods().items():
-                metrics.PENDING_PODS.labels(queue).set(count)
-            await asyncio.sleep(2.0)
 
     async def stop(self) -> None:
         self.scheduler.stop()

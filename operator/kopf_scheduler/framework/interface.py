@@ -138,12 +138,14 @@ def is_success(status: Status | None) -> bool:
 class CycleState:
     """Per-cycle scratch space shared by a pod's plugins (``framework.CycleState``)."""
 
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        # This cycle times each plugin call (plugin_execution_duration_seconds is sampled).
+        self.record_plugin_metrics = False
 
     def read(self, key: str) -> Any:
         """Raise KeyError when absent, as the reference returns ErrNotFound."""
@@ -164,6 +166,7 @@ class CycleState:
         other._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
         other.skip_filter_plugins = set(self.skip_filter_plugins)
         other.skip_score_plugins = set(self.skip_score_plugins)
+        other.record_plugin_metrics = self.record_plugin_metrics
         return other
 
 
@@ -177,11 +180,12 @@ class EventResource(enum.StrEnum):
     NODE = "Node"
     PVC = "PersistentVolumeClaim"
     PV = "PersistentVolume"
-    STORAGE_CLASS = "StorageClass"
-    CSI_NODE = "CSINode"
-    VOLUME_ATTACHMENT = "VolumeAttachment"
-    CSI_DRIVER = "CSIDriver"
-    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+    # Group-qualified as the reference spells them: event labels read "storage.k8s.io/CSINodeAdd".
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
+    VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
+    CSI_DRIVER = "storage.k8s.io/CSIDriver"
+    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     PDB = "PodDisruptionBudget"
     WILDCARD = "*"
 

@@ -12,9 +12,11 @@ somebody reads them (a FitError), which keeps the common "pod fits" path free of
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +38,27 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.metrics.recorder import (
+    BIND,
+    CODE_LABELS,
+    FILTER,
+    PERMIT,
+    POST_BIND,
+    POST_FILTER,
+    PRE_BIND,
+    PRE_FILTER,
+    PRE_FILTER_EXTENSION_ADD_POD,
+    PRE_FILTER_EXTENSION_REMOVE_POD,
+    PRE_SCORE,
+    RESERVE,
+    SCORE,
+    SCORE_EXTENSION_NORMALIZE,
+    SUCCESS,
+    UNRESERVE,
+    MetricsRecorder,
+    NoopMetrics,
+    Tally,
+)
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
@@ -50,6 +73,58 @@ log = logging.getLogger(__name__)
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # the reference's maxTimeout for Permit waits
 _ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
 _CHUNK = 512  # rows filtered per batch before checking whether enough feasible nodes were found
+_perf = time.perf_counter
+# preemption_attempts_total counts this PostFilter plugin's runs (the reference counts in the plugin).
+_PREEMPTION_PLUGIN = "DefaultPreemption"
+
+
+def _code(status: Status | None) -> str:
+    """The status label of metrics: the code as the reference prints it; None is Success."""
+    return SUCCESS if status is None else CODE_LABELS[status.code]
+
+
+def _count_evaluations(
+    looked: list[tuple[Tally, np.ndarray | list[int]]], cut: int, special: np.ndarray
+) -> None:
+    """Filter evaluations of one chunk: each plugin's rows before ``cut`` (the rows the reference's
+    node-by-node search processes; the rest of a chunk was filtered ahead in bulk).
+
+    The plugins ran in order on the rows no earlier one rejected, so each count is the previous
+    one less that plugin's rejections: no per-plugin array work when nothing was rejected."""
+    alive = cut - int(np.searchsorted(special, cut)) if len(special) else cut  # nominated rows: apart
+    for tally, rejected in looked:
+        tally.n += alive
+        if len(rejected):  # sorted positions: a vector call's array, or the per-node loop's list
+            if isinstance(rejected, np.ndarray):
+                alive -= int(np.searchsorted(rejected, cut))
+            else:
+                alive -= bisect.bisect_left(rejected, cut)
+
+
+@dataclass(slots=True)
+class _Timing:
+    """One timed Filter call of a sampled cycle, recorded once the search's cut is known."""
+
+    plugin: Any
+    positions: np.ndarray  # chunk positions it ran on (sorted)
+    rejected: np.ndarray | None  # positions a vector call rejected; None for a per-node call
+    seconds: float
+    code: str = SUCCESS  # a per-node call's status
+
+
+class _Tallies(dict[str, Tally]):
+    """Plugin name -> its plugin_evaluation_total counter at one extension point (made on first use,
+    so plugin lists edited after construction still count)."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[str], Tally]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, plugin: str) -> Tally:
+        tally = self[plugin] = self._make(plugin)
+        return tally
 
 
 class FrameworkError(Exception):
@@ -204,9 +279,11 @@ class Framework:
         nominator: Any = None,
         parallelism: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        metrics: MetricsRecorder | None = None,
     ) -> None:
         self.profile = profile
         self.profile_name = profile.scheduler_name
+        self.metrics = metrics if metrics is not None else NoopMetrics()
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self._snapshot = snapshot
         self._objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
@@ -241,6 +318,30 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.score_weights = {p.name: resolved.weights.get(p.name, 1) for p in self.score_plugins}
+
+    # -- metrics --
+
+    @property
+    def metrics(self) -> MetricsRecorder:
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, recorder: MetricsRecorder) -> None:
+        """Swapping the recorder (``ProfileSet.attach``) rebinds the evaluation counters too."""
+        self._metrics = recorder
+        profile = self.profile_name
+
+        def tallies(point: str) -> _Tallies:
+            return _Tallies(lambda plugin: recorder.plugin_evaluations(plugin, point, profile))
+
+        self._evals_pre_filter = tallies(PRE_FILTER)
+        self._evals_filter = tallies(FILTER)
+        self._filter_entries: tuple[list[Any], list[tuple[Any, str, Tally]]] = ([], [])
+        self._evals_pre_score = tallies(PRE_SCORE)
+        self._evals_score = tallies(SCORE)
+
+    def _observe(self, point: str, status: Status | None, start: float) -> None:
+        self._metrics.extension_point(point, _code(status), self.profile_name, _perf() - start)
 
     # -- Handle --
 
@@ -322,17 +423,33 @@ class Framework:
         self, state: CycleState, pod: PodSpec
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         """Merged result, status, and the plugins that narrowed the node set."""
+        start = _perf()
+        result, status, with_nodes = self._run_pre_filter_plugins(state, pod)
+        self._observe(PRE_FILTER, status, start)
+        return result, status, with_nodes
+
+    def _run_pre_filter_plugins(
+        self, state: CycleState, pod: PodSpec
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         skip: set[str] = set()
+        evals = self._evals_pre_filter
+        timed = state.record_plugin_metrics
         nodes = self.snapshot.list()
         result: PreFilterResult | None = None
         with_nodes: set[str] = set()
         returned: Status | None = None
         try:
             for p in self.pre_filter_plugins:
-                r, s = p.pre_filter(state, pod, nodes)
+                if timed:
+                    t0 = _perf()
+                    r, s = p.pre_filter(state, pod, nodes)
+                    self._metrics.plugin_duration(p.name, PRE_FILTER, _code(s), _perf() - t0)
+                else:
+                    r, s = p.pre_filter(state, pod, nodes)
                 if s is not None and s.is_skip():
                     skip.add(p.name)
                     continue
+                evals[p.name].n += 1
                 if not is_success(s):
                     assert s is not None
                     s.plugin = p.name
@@ -363,7 +480,12 @@ class Framework:
         for name, fn in self._pre_filter_extensions("add_pod"):
             if name in skip:
                 continue
-            status = fn(state, pod, pod_to_add, node_info)
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = fn(state, pod, pod_to_add, node_info)
+                self._metrics.plugin_duration(name, PRE_FILTER_EXTENSION_ADD_POD, _code(status), _perf() - t0)
+            else:
+                status = fn(state, pod, pod_to_add, node_info)
             if not is_success(status):
                 assert status is not None
                 return _as_error(status, f"running AddPod on PreFilter plugin {go_quote(name)}")
@@ -376,7 +498,13 @@ class Framework:
         for name, fn in self._pre_filter_extensions("remove_pod"):
             if name in skip:
                 continue
-            status = fn(state, pod, pod_to_remove, node_info)
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = fn(state, pod, pod_to_remove, node_info)
+                point = PRE_FILTER_EXTENSION_REMOVE_POD
+                self._metrics.plugin_duration(name, point, _code(status), _perf() - t0)
+            else:
+                status = fn(state, pod, pod_to_remove, node_info)
             if not is_success(status):
                 assert status is not None
                 return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(name)}")
@@ -408,13 +536,47 @@ class Framework:
     def run_filter_plugins(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         """First failing Filter plugin's status for one node, or None."""
         # Hot in preemption's dry run (once per victim per node): the success check is inlined.
+        if state.record_plugin_metrics:
+            return self._run_filter_plugins_timed(state, pod, node_info)
         skip = state.skip_filter_plugins
         success = Code.SUCCESS
+        entries = self._filter_entries
+        if entries[0] is not self.filter_plugins or len(entries[1]) != len(self.filter_plugins):
+            entries = self._bind_filter_entries()
+        for p, name, tally in entries[1]:
+            if name in skip:
+                continue
+            tally.n += 1
+            status = p.filter(state, pod, node_info)
+            if status is not None and status.code != success:
+                return _filter_failure(p, status)
+        return None
+
+    def _bind_filter_entries(self) -> tuple[list[Any], list[tuple[Any, str, Tally]]]:
+        """(plugin, name, evaluations counter) per Filter plugin, rebuilt if the list is replaced
+        or resized: the dry run calls ``run_filter_plugins`` per victim per node, and looking the
+        name and counter up there cost more than the counting itself."""
+        evals = self._evals_filter
+        entries = (self.filter_plugins, [(p, p.name, evals[p.name]) for p in self.filter_plugins])
+        self._filter_entries = entries
+        return entries
+
+    def _run_filter_plugins_timed(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> Status | None:
+        """``run_filter_plugins`` in a cycle sampled for plugin_execution_duration_seconds."""
+        skip = state.skip_filter_plugins
+        evals = self._evals_filter
+        record = self._metrics.plugin_duration
         for p in self.filter_plugins:
             if p.name in skip:
                 continue
+            evals[p.name].n += 1
+            t0 = _perf()
             status = p.filter(state, pod, node_info)
-            if status is not None and status.code != success:
+            record(p.name, FILTER, _code(status), _perf() - t0)
+            if not is_success(status):
+                assert status is not None
                 return _filter_failure(p, status)
         return None
 
@@ -486,6 +648,8 @@ class Framework:
             return take, len(take)
         filters = [p for p in self.filter_plugins if p.name not in state.skip_filter_plugins]
         vector_fns = [getattr(p, "filter_vector", None) for p in filters]
+        evals = self._evals_filter
+        timed = state.record_plugin_metrics
         feasible_parts: list[np.ndarray] = []
         found = 0
         pos = 0
@@ -496,32 +660,52 @@ class Framework:
             m = len(idx)
             ok = np.ones(m, dtype=bool)
             special = self._rows_with_nominated(idx, pod)
+            special_pos = np.flatnonzero(special)
             plain = ~special
             eager: list[tuple[int, Status]] = []  # (position in chunk, status)
             lazy: list[tuple[Any, np.ndarray]] = []  # (plugin, positions it rejected)
+            looked: list[tuple[Tally, np.ndarray | list[int]]] = []  # (evaluations, positions it rejected)
+            timings: list[_Timing] | None = [] if timed else None  # sampled cycle: plugin durations
             for p, vfn in zip(filters, vector_fns, strict=True):
                 alive = np.flatnonzero(ok & plain)
                 if not alive.size:
                     break
                 sub = idx[alive]
+                t0 = _perf() if timed else 0.0
                 mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
                 if mask is not None:
                     rejected = alive[~np.asarray(mask, dtype=bool)]
+                    looked.append((evals[p.name], rejected))
+                    if timings is not None:
+                        timings.append(_Timing(p, alive, rejected, _perf() - t0))
                     if rejected.size:
                         ok[rejected] = False
                         lazy.append((p, rejected))
                     continue
+                node_rejected: list[int] = []
+                looked.append((evals[p.name], node_rejected))
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
-                    status = self._filter_status(p, state, pod, infos[r])
+                    if timings is not None:
+                        t0 = _perf()
+                        raw = p.filter(state, pod, infos[r])
+                        timings.append(_Timing(p, np.array([j]), None, _perf() - t0, _code(raw)))
+                        status = None if is_success(raw) else _filter_failure(p, raw)
+                    else:
+                        status = self._filter_status(p, state, pod, infos[r])
                     if status is not None:
                         if status.code == Code.ERROR:
+                            _count_evaluations(looked, m, special_pos)
+                            self._observe_filter_timings(timings, state, pod, idx, m)
                             raise FrameworkError(status)
                         ok[j] = False
+                        node_rejected.append(j)
                         eager.append((j, status))
-            for j in np.flatnonzero(special).tolist():
+            for j in special_pos.tolist():
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
                 if status is not None and not is_success(status):
                     if status.code == Code.ERROR:
+                        _count_evaluations(looked, m, special_pos)
+                        self._observe_filter_timings(timings, state, pod, idx, m)
                         raise FrameworkError(status)
                     ok[j] = False
                     eager.append((j, status))
@@ -534,10 +718,40 @@ class Framework:
             feasible_parts.append(idx[ok_pos])
             found += len(ok_pos)
             processed += cut
+            _count_evaluations(looked, cut, special_pos)
+            self._observe_filter_timings(timings, state, pod, idx, cut)
             self._record(diagnosis, state, pod, idx, cut, eager, lazy)
             pos += m
         feasible = np.concatenate(feasible_parts) if feasible_parts else rows[:0]
         return feasible, processed
+
+    def _observe_filter_timings(
+        self, timings: list[_Timing] | None, state: CycleState, pod: PodSpec, idx: np.ndarray, cut: int
+    ) -> None:
+        """A sampled chunk's Filter durations for the rows the search processed (before ``cut``).
+
+        A vector call stands for one call per row, each taking an equal share of its time. Its
+        rejections carry the code the per-node method gives the first rejected row: asking every
+        rejected row would cost more than the cycle (plugins reject with one code in all but rare
+        cases)."""
+        if not timings:
+            return
+        record = self._metrics.plugin_duration
+        for t in timings:
+            calls = int(np.searchsorted(t.positions, cut))
+            if not calls:
+                continue
+            each = t.seconds / len(t.positions)
+            if t.rejected is None:  # one per-node call
+                record(t.plugin.name, FILTER, t.code, each)
+                continue
+            rejected = int(np.searchsorted(t.rejected, cut))
+            record(t.plugin.name, FILTER, SUCCESS, each, calls - rejected)
+            if rejected:
+                row = self.snapshot.node_infos[int(idx[int(t.rejected[0])])]
+                status = t.plugin.filter(state, pod, row)
+                code = CODE_LABELS[Code.UNSCHEDULABLE] if is_success(status) else _code(status)
+                record(t.plugin.name, FILTER, code, each, rejected)
 
     def _record(
         self,
@@ -591,11 +805,27 @@ class Framework:
     def run_post_filter_plugins(
         self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
+        start = _perf()
+        result, status = self._run_post_filter_plugins(state, pod, node_statuses)
+        self._observe(POST_FILTER, status, start)
+        return result, status
+
+    def _run_post_filter_plugins(
+        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
+        metrics = self._metrics
         for p in self.post_filter_plugins:
-            r, s = p.post_filter(state, pod, node_statuses)
+            t0 = _perf()
+            try:
+                r, s = p.post_filter(state, pod, node_statuses)
+            finally:
+                if p.name == _PREEMPTION_PLUGIN:
+                    metrics.preemption_attempt()
+            if state.record_plugin_metrics:
+                metrics.plugin_duration(p.name, POST_FILTER, _code(s), _perf() - t0)
             if is_success(s):
                 return r, s if s is not None else Status(Code.SUCCESS)
             assert s is not None
@@ -617,13 +847,29 @@ class Framework:
     def run_pre_score_plugins(
         self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
     ) -> Status | None:
+        start = _perf()
+        status = self._run_pre_score_plugins(state, pod, nodes)
+        self._observe(PRE_SCORE, status, start)
+        return status
+
+    def _run_pre_score_plugins(
+        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
         skip: set[str] = set()
+        evals = self._evals_pre_score
+        timed = state.record_plugin_metrics
         try:
             for p in self.pre_score_plugins:
-                status = p.pre_score(state, pod, nodes)
+                if timed:
+                    t0 = _perf()
+                    status = p.pre_score(state, pod, nodes)
+                    self._metrics.plugin_duration(p.name, PRE_SCORE, _code(status), _perf() - t0)
+                else:
+                    status = p.pre_score(state, pod, nodes)
                 if status is not None and status.is_skip():
                     skip.add(p.name)
                     continue
+                evals[p.name].n += 1
                 if not is_success(status):
                     assert status is not None
                     return _as_error(status, f"running PreScore plugin {go_quote(p.name)}")
@@ -635,20 +881,46 @@ class Framework:
         self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Weighted total per row and each plugin's normalized (unweighted) scores."""
+        start = _perf()
+        try:
+            out = self._run_score_plugins(state, pod, rows, nodes)
+        except FrameworkError as exc:
+            self._observe(SCORE, exc.status, start)
+            raise
+        self._observe(SCORE, None, start)
+        return out
+
+    def _run_score_plugins(
+        self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         snapshot = self.snapshot
+        evals = self._evals_score
+        timed = state.record_plugin_metrics
+        record = self._metrics.plugin_duration
         total = np.zeros(len(rows), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         for p in self.score_plugins:
             if p.name in state.skip_score_plugins:
                 continue
             vfn = getattr(p, "score_vector", None)
+            t0 = _perf() if timed else 0.0
             vec = vfn(state, pod, snapshot, rows) if vfn is not None else None
             if vec is not None:
                 scores = np.array(vec, dtype=np.int64)
+                evals[p.name].n += len(rows)  # one Score call per node in the reference
+                if timed and len(rows):
+                    record(p.name, SCORE, SUCCESS, (_perf() - t0) / len(rows), len(rows))
             else:
                 scores = np.empty(len(rows), dtype=np.int64)
+                tally = evals[p.name]
                 for j, info in enumerate(nodes):
-                    s, status = p.score(state, pod, info)
+                    tally.n += 1
+                    if timed:
+                        t0 = _perf()
+                        s, status = p.score(state, pod, info)
+                        record(p.name, SCORE, _code(status), _perf() - t0)
+                    else:
+                        s, status = p.score(state, pod, info)
                     if not is_success(status):
                         assert status is not None
                         raise FrameworkError(
@@ -657,7 +929,12 @@ class Framework:
                     scores[j] = s
             normalize = getattr(p, "normalize_score", None)
             if normalize is not None:
-                status = normalize(state, pod, scores)
+                if timed:
+                    t0 = _perf()
+                    status = normalize(state, pod, scores)
+                    record(p.name, SCORE_EXTENSION_NORMALIZE, _code(status), _perf() - t0)
+                else:
+                    status = normalize(state, pod, scores)
                 if not is_success(status):
                     assert status is not None
                     quoted = go_quote(p.name)  # quoted on error paths only: it is costly per cycle
@@ -680,8 +957,19 @@ class Framework:
     # -- Reserve / Permit --
 
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        start = _perf()
+        status = self._run_reserve_plugins_reserve(state, pod, node_name)
+        self._observe(RESERVE, status, start)
+        return status
+
+    def _run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         for p in self.reserve_plugins:
-            status = p.reserve(state, pod, node_name)
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = p.reserve(state, pod, node_name)
+                self._metrics.plugin_duration(p.name, RESERVE, _code(status), _perf() - t0)
+            else:
+                status = p.reserve(state, pod, node_name)
             if not is_success(status):
                 assert status is not None
                 if status.is_rejected():
@@ -691,16 +979,30 @@ class Framework:
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
         """Unreserve in reverse order; a failing plugin must not stop the others from cleaning up."""
+        start = _perf()
         for p in reversed(self.reserve_plugins):
+            t0 = _perf()
             try:
                 p.unreserve(state, pod, node_name)
             except Exception:
                 log.exception("Unreserve of plugin %s failed for pod %s", p.name, pod.key)
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, UNRESERVE, SUCCESS, _perf() - t0)
+        self._observe(UNRESERVE, None, start)
 
     def run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        start = _perf()
+        status = self._run_permit_plugins(state, pod, node_name)
+        self._observe(PERMIT, status, start)
+        return status
+
+    def _run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         waits: dict[str, float] = {}
         for p in self.permit_plugins:
+            t0 = _perf()
             status, timeout = p.permit(state, pod, node_name)
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, PERMIT, _code(status), _perf() - t0)
             if is_success(status):
                 continue
             assert status is not None
@@ -723,10 +1025,12 @@ class Framework:
         wp = self.waiting_pods.get(pod.uid)
         if wp is None:
             return None
+        start = _perf()
         try:
             status = await wp.wait()
         finally:
             self.waiting_pods.pop(pod.uid, None)
+        self._metrics.permit_wait(_code(status), _perf() - start)
         if is_success(status):
             return None
         assert status is not None
@@ -774,17 +1078,35 @@ class Framework:
         return result
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        start = _perf()
+        status = await self._run_pre_bind_plugins(state, pod, node_name)
+        self._observe(PRE_BIND, status, start)
+        return status
+
+    async def _run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:
+            t0 = _perf()
             status = await _binding_call(p.pre_bind(state, pod, node_name))
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, PRE_BIND, _code(status), _perf() - t0)
             if status is not None and not status.is_skip() and not status.is_success():
                 return _binding_failure(status, p.name, "PreBind")
         return None
 
     async def run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         """Bind plugins in order until one does not Skip; exceptions (Conflict, ...) become Error."""
+        start = _perf()
+        status = await self._run_bind_plugins(state, pod, node_name)
+        self._observe(BIND, status, start)
+        return status
+
+    async def _run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         status: Status | None = Status(Code.SKIP)
         for p in self.bind_plugins:
+            t0 = _perf()
             status = await _binding_call(p.bind(state, pod, node_name))
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, BIND, _code(status), _perf() - t0)
             if status is not None and status.is_skip():
                 continue
             if is_success(status):
@@ -794,11 +1116,16 @@ class Framework:
         return status
 
     async def run_post_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+        start = _perf()
         for p in self.post_bind_plugins:
+            t0 = _perf()
             try:
                 await p.post_bind(state, pod, node_name)
             except Exception:
                 log.exception("PostBind of plugin %s failed for pod %s", p.name, pod.key)
+            if state.record_plugin_metrics:
+                self._metrics.plugin_duration(p.name, POST_BIND, SUCCESS, _perf() - t0)
+        self._observe(POST_BIND, None, start)
 
 
 async def _binding_call(call: Awaitable[Status | None]) -> Status | None:

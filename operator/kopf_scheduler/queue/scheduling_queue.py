@@ -41,6 +41,7 @@ from kopf_scheduler.framework.interface import (
     QueueingHint,
     Status,
 )
+from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
 from kopf_scheduler.queue.nominator import Nominator
 
 __all__ = [
@@ -92,6 +93,7 @@ EVENT_FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "For
 
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
+POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
 _WILDCARD_REGISTRATION = (ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL)),)
 
@@ -182,7 +184,7 @@ def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[Cluster
         )
     if old.tolerations != new.tolerations:
         events.append(
-            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodTolerations")
+            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodToleration")
         )
     if not events:
         events.append(ClusterEvent(resource, UPDATE_POD_OTHER, f"{prefix}Update"))
@@ -361,8 +363,10 @@ class PriorityQueue:
         namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
         queueing_hints: bool = True,
         pop_from_backoff: bool = True,
+        metrics: MetricsRecorder | None = None,
     ) -> None:
         self.clock = clock
+        self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_unschedulable_duration = max_unschedulable_duration
@@ -447,26 +451,49 @@ class PriorityQueue:
 
     def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
         """Run the pod's PreEnqueue plugins, the current gating plugin first; record the gate."""
+        start = time.perf_counter()
+        self._pre_enqueue_plugins(qpi)
+        # The reference labels this "Success" whatever the plugins said (its deferred observation
+        # reads a status variable the plugin loop shadows); so do we, to report the same series.
+        seconds = time.perf_counter() - start
+        self.metrics.extension_point(PRE_ENQUEUE, SUCCESS, qpi.pod.scheduler_name, seconds)
+
+    def _pre_enqueue_plugins(self, qpi: QueuedPodInfo) -> None:
         plugins = list(self.pre_enqueue(qpi.pod)) if self.pre_enqueue is not None else []
+        if not plugins:
+            qpi.gating_plugin = ""
+            return
         if qpi.gating_plugin:
             plugins.sort(key=lambda pl: pl.name != qpi.gating_plugin)
+        metrics = self.metrics
+        timed = metrics.sample_plugin_metrics()
         for plugin in plugins:
+            t0 = time.perf_counter()
             try:
                 status: Status | None = plugin.pre_enqueue(qpi.pod)
             except Exception as exc:
                 log.exception("PreEnqueue plugin %s failed on pod %s", plugin.name, qpi.pod.key)
                 status = Status.as_error(exc)
+            if timed:
+                code = code_label(status.code if status is not None else None)
+                metrics.plugin_duration(plugin.name, PRE_ENQUEUE, code, time.perf_counter() - t0)
             if status is None or status.code == Code.SUCCESS:
                 continue
-            qpi.unschedulable_plugins.add(plugin.name)
-            qpi.gating_plugin = plugin.name
-            self._seen_rejectors.add(plugin.name)
+            name = plugin.name
+            if name not in qpi.unschedulable_plugins and name not in qpi.pending_plugins:
+                metrics.unschedulable_reason(name, qpi.pod.scheduler_name, 1)
+            qpi.unschedulable_plugins.add(name)
+            qpi.gating_plugin = name
+            self._seen_rejectors.add(name)
             return
         qpi.gating_plugin = ""
 
     # -- pool helpers --
 
-    def _pool_put(self, qpi: QueuedPodInfo) -> None:
+    def _pool_put(self, qpi: QueuedPodInfo, event: str | None = None) -> None:
+        """Into the unschedulable pool; ``event`` (what brought it) is counted if it is new there."""
+        if event is not None and qpi.uid not in self._unschedulable:
+            self.metrics.queue_incoming(UNSCHEDULABLE_Q, event)
         self._unschedulable[qpi.uid] = qpi
         if qpi.gated:
             self._gated.add(qpi.uid)
@@ -486,43 +513,51 @@ class PriorityQueue:
     def _new_qpi(self, pod: PodSpec) -> QueuedPodInfo:
         return QueuedPodInfo(pod=pod, timestamp=self.clock())
 
-    def _move_to_active(self, qpi: QueuedPodInfo, event: str, from_backoff: bool = False) -> bool:
+    def _move_to_active(
+        self, qpi: QueuedPodInfo, event: str, from_backoff: bool = False, from_pool: bool = False
+    ) -> bool:
+        """``from_pool``: the pod was taken out of the pool for this move, so going back there is
+        no incoming pod (the reference moves it without taking it out)."""
         if not (self.pop_from_backoff and from_backoff):
             self._run_pre_enqueue(qpi)
         if qpi.gated:
             if not self._has(qpi.uid):
-                self._pool_put(qpi)
+                self._pool_put(qpi, None if from_pool else event)
             return False
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self.clock()
         self._pool_remove(qpi.uid)
         self._backoff.remove(qpi.uid)
         self._active.push(qpi)
+        self.metrics.queue_incoming(ACTIVE_Q, event)
         if event in (EVENT_UNSCHEDULED_POD_ADD.label, EVENT_UNSCHEDULED_POD_UPDATE.label):
             self.nominator.add_nominated_pod(qpi.pod)
         return True
 
-    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> bool:
+    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str, from_pool: bool = False) -> bool:
         if self.pop_from_backoff:
             self._run_pre_enqueue(qpi)
             if qpi.gated:
                 if qpi.uid not in self._unschedulable:
-                    self._pool_put(qpi)
+                    self._pool_put(qpi, None if from_pool else event)
                 return False
         self._pool_remove(qpi.uid)
         self._backoff.push(qpi)
+        self.metrics.queue_incoming(BACKOFF_Q, event)
         if self.pop_from_backoff and not _errored(qpi):
             self._broadcast()  # an idle pop() may take it now (SchedulerPopFromBackoffQ)
         return True
 
-    def _requeue(self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
+    def _requeue(
+        self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str, from_pool: bool = False
+    ) -> str:
         """Put a pod where ``strategy`` says; returns the queue it went to."""
         if strategy == QueueingStrategy.SKIP:
-            self._pool_put(qpi)
+            self._pool_put(qpi, None if from_pool else event)
             return UNSCHEDULABLE_Q
         if strategy == QueueingStrategy.AFTER_BACKOFF and self.is_backing_off(qpi):
-            return BACKOFF_Q if self._move_to_backoff(qpi, event) else UNSCHEDULABLE_Q
-        return ACTIVE_Q if self._move_to_active(qpi, event) else UNSCHEDULABLE_Q
+            return BACKOFF_Q if self._move_to_backoff(qpi, event, from_pool) else UNSCHEDULABLE_Q
+        return ACTIVE_Q if self._move_to_active(qpi, event, from_pool=from_pool) else UNSCHEDULABLE_Q
 
     # -- adding and removing --
 
@@ -566,7 +601,7 @@ class PriorityQueue:
                     if strategy == QueueingStrategy.SKIP:
                         continue
                     self._pool_remove(uid)
-                    where = self._requeue(qpi, strategy, ev.label)
+                    where = self._requeue(qpi, strategy, ev.label, from_pool=True)
                     if where == ACTIVE_Q:
                         self._broadcast()
                     if where != UNSCHEDULABLE_Q:
@@ -580,15 +615,17 @@ class PriorityQueue:
                 return
             self._pool_put(qpi)
             return
-        if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_UPDATE.label):
+        # Not queued at all: added as new, under the reference's label for it.
+        if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
 
     def delete(self, pod: PodSpec) -> None:
         """The pod is gone or bound elsewhere; an in-flight pod will not be requeued."""
         self.nominator.delete_nominated_pod_if_exists(pod)
         uid = pod.uid
-        if self._active.remove(uid) is None and self._backoff.remove(uid) is None:
-            self._pool_remove(uid)
+        removed = self._active.remove(uid) or self._backoff.remove(uid) or self._pool_remove(uid)
+        if removed is not None:
+            self._drop_unschedulable_reasons(removed)
         if uid in self._in_flight:
             self._deleted_in_flight.add(uid)
 
@@ -621,8 +658,11 @@ class PriorityQueue:
         qpi = self._active.pop()
         if qpi is None and self.pop_from_backoff:
             qpi = self._pop_backoff()
+            if qpi is not None:
+                self.metrics.queue_incoming(ACTIVE_Q, POP_FROM_BACKOFF_Q)
         if qpi is None:
             return None
+        self._drop_unschedulable_reasons(qpi)
         qpi.attempts += 1
         qpi.backoff_expiration = None
         qpi.unschedulable_plugins.clear()
@@ -632,6 +672,13 @@ class PriorityQueue:
         self._in_flight_pods[qpi.uid] = qpi.pod
         self._deleted_in_flight.discard(qpi.uid)
         return qpi
+
+    def _drop_unschedulable_reasons(self, qpi: QueuedPodInfo) -> None:
+        """unschedulable_pods counts queued pods by rejector: a pod popped or deleted leaves it."""
+        if qpi.unschedulable_plugins or qpi.pending_plugins:
+            profile = qpi.pod.scheduler_name
+            for plugin in qpi.unschedulable_plugins | qpi.pending_plugins:
+                self.metrics.unschedulable_reason(plugin, profile, -1)
 
     def _pop_backoff(self) -> QueuedPodInfo | None:
         """The rejected pod whose backoff ends first; pods that failed with an error keep their
@@ -712,13 +759,16 @@ class PriorityQueue:
             qpi.timestamp = self.clock()
             qpi.backoff_expiration = None
             self._note_rejectors(qpi)
+            profile = qpi.pod.scheduler_name
+            for plugin in qpi.unschedulable_plugins | qpi.pending_plugins:
+                self.metrics.unschedulable_reason(plugin, profile, 1)
 
             if not self.queueing_hints:
                 rejected = qpi.unschedulable_plugins or qpi.pending_plugins
                 if self.move_request_cycle >= scheduling_cycle or not rejected:
                     self._move_to_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
                 else:
-                    self._pool_put(qpi)
+                    self._pool_put(qpi, SCHEDULE_ATTEMPT_FAILURE)
                 return
             strategy = self._hint_for_in_flight(qpi)
             if self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE) == ACTIVE_Q:
@@ -868,7 +918,7 @@ class PriorityQueue:
             if strategy == QueueingStrategy.SKIP:
                 continue
             self._pool_remove(qpi.uid)
-            if self._requeue(qpi, strategy, event.label) == ACTIVE_Q:
+            if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
         self.move_request_cycle = self.scheduling_cycle
         if self.queueing_hints:
