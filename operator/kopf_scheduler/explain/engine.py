@@ -182,9 +182,7 @@ def _explain(world: World, fw: Framework, pod: PodSpec, nominated: str, notes: l
         out.message, out.reason = exc.status.message, "SchedulerError"
         return out
     feasible_rows = [int(r) for r in feasible]
-    nodes = {
-        info.name: NodeExplanation(info.name, feasible=False) for info in infos
-    }  # snapshot order
+    nodes = {info.name: NodeExplanation(info.name, feasible=False) for info in infos}  # snapshot order
     for r in feasible_rows:
         nodes[infos[r].name].feasible = True
 
@@ -205,7 +203,9 @@ def _explain(world: World, fw: Framework, pod: PodSpec, nominated: str, notes: l
             out.tied = sorted(name for name, t in totals.items() if t == best)
             out.chosen = out.tied[0]
             if len(out.tied) > 1:
-                notes.append(f"{len(out.tied)} nodes tie for the best score: the scheduler picks one at random")
+                notes.append(
+                    f"{len(out.tied)} nodes tie for the best score: the scheduler picks one at random"
+                )
     else:
         fit = FitError(pod, num_nodes, diagnosis)
         if fw.has_post_filter_plugins():
@@ -225,7 +225,12 @@ def _explain(world: World, fw: Framework, pod: PodSpec, nominated: str, notes: l
 
 
 def _score(
-    fw: Framework, state: CycleState, pod: PodSpec, sched: Scheduler, rows: np.ndarray, nodes: dict[str, NodeExplanation]
+    fw: Framework,
+    state: CycleState,
+    pod: PodSpec,
+    sched: Scheduler,
+    rows: np.ndarray,
+    nodes: dict[str, NodeExplanation],
 ) -> None:
     """The scheduler's prioritizeNodes, keeping each plugin's raw, normalized and weighted score."""
     infos = sched.snapshot.infos_at(rows)

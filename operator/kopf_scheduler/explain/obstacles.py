@@ -49,8 +49,8 @@ def _resources(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> t
     from kopf_scheduler.plugins.node_resources_fit import fits_request
 
     plugin = fw.plugins.get("NodeResourcesFit")
-    ignored = getattr(plugin, "ignored", frozenset())
-    groups = getattr(plugin, "ignored_groups", frozenset())
+    ignored: frozenset[str] = getattr(plugin, "ignored", frozenset())
+    groups: frozenset[str] = getattr(plugin, "ignored_groups", frozenset())
     out: list[str] = []
     gap = 0.0
     for r in fits_request(pod.requests, info, ignored, groups):

@@ -81,7 +81,9 @@ def _grid(rows: Sequence[Sequence[str]]) -> list[str]:
 def _names(names: Sequence[str]) -> str:
     shown = ", ".join(names[:_NAMES_SHOWN])
     more = len(names) - _NAMES_SHOWN
-    return f"{len(names)} nodes: {shown}" + (f", ... (+{more})" if more > 0 else "") if len(names) > 1 else shown
+    return (
+        f"{len(names)} nodes: {shown}" + (f", ... (+{more})" if more > 0 else "") if len(names) > 1 else shown
+    )
 
 
 def _verdicts(n: NodeExplanation) -> str:
@@ -155,7 +157,9 @@ def to_table(e: Explanation, node: str | None = None, top: int | None = 10) -> s
         p = e.preemption
         lines.append("")
         if p.nominated_node:
-            lines.append(f"Preemption: would nominate {p.nominated_node}, evicting {', '.join(p.victims) or 'nobody'}")
+            lines.append(
+                f"Preemption: would nominate {p.nominated_node}, evicting {', '.join(p.victims) or 'nobody'}"
+            )
         else:
             lines.append(f"Preemption: would not help ({p.message})")
     if not e.chosen and rejected:
