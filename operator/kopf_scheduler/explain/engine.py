@@ -275,7 +275,9 @@ def _per_plugin_filters(
             n.rejected_by = reported.plugin or None
             n.reason = reported.message
         filtered = not prefilter_rejected and (n.feasible or name in statuses)
-        if not filtered:
+        if not filtered:  # ruled out before Filter: the PreFilter's message is all there is
+            if n.reason:
+                n.obstacles, n.distance = [n.reason], 100.0
             continue
         each = fw.run_filter_plugins_each(state, pod, info)
         n.filters = {plugin: (s.message if s is not None else None) for plugin, s in each.items()}
