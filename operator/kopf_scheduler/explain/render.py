@@ -118,7 +118,7 @@ def to_table(e: Explanation, node: str | None = None, top: int | None = 10) -> s
     if e.chosen:
         lines.append(f"Would bind to: {e.chosen}")
     else:
-        lines.append(f"Unschedulable ({e.reason}): {e.message}")
+        lines.append(f"{'Unschedulable' if e.reason == 'Unschedulable' else 'Scheduling error'}: {e.message}")
     lines += [f"Note: {note}" for note in e.notes]
     if node is not None:
         found = e.node(node)
@@ -161,7 +161,7 @@ def to_table(e: Explanation, node: str | None = None, top: int | None = 10) -> s
                 f"Preemption: would nominate {p.nominated_node}, evicting {', '.join(p.victims) or 'nobody'}"
             )
         else:
-            lines.append(f"Preemption: would not help ({p.message})")
+            lines.append(f"Preemption would not help: {p.message.removeprefix('preemption: ')}")
     if not e.chosen and rejected:
         lines.append("")
         lines.append("Closest nodes:")
