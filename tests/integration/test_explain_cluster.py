@@ -350,3 +350,45 @@ def test_simulate_from_cluster_shows_a_profile_change(
         control_plane.kubectl(
             "delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false"
         )
+
+
+def test_explain_annotation_summarizes_a_failed_attempt(control_plane: ControlPlane, tmp_path: Path) -> None:
+    """Off by default; with ``--explain-annotation`` (and patch on pods: the admin here) a pod that
+    fails scheduling carries a per-plugin summary whose counts are the FailedScheduling event's."""
+    ns = fresh_namespace(control_plane, "annot")
+    sfx = uuid.uuid4().hex[:5]
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    log = (tmp_path / "replica.log").open("wb")
+    cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(control_plane.kubeconfig),
+           "--standalone", "--namespace", ns, "--explain-annotation",
+           "--metrics-host", "127.0.0.1", "--metrics-port", str(port)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        create(control_plane, _node(f"an-small-{sfx}", "1"))
+        create(control_plane, pod(f"big-{sfx}", ns, cpu="100"))  # more than any node has
+        event = wait_for(
+            lambda: reason_events(control_plane, ns, f"big-{sfx}", "FailedScheduling"),
+            60,
+            what="FailedScheduling",
+        )[-1]
+
+        def annotation() -> str:
+            meta = json.loads(control_plane.kubectl("get", "pod", f"big-{sfx}", "-n", ns, "-o", "json"))[
+                "metadata"
+            ]
+            return str((meta.get("annotations") or {}).get("kopfscheduler.io/scheduling-result") or "")
+
+        doc = json.loads(wait_for(annotation, 30, what="annotation"))
+        counts = doc["filter"]["NodeResourcesFit"]
+        assert counts == {"Insufficient cpu": counts["Insufficient cpu"]}
+        assert f"{counts['Insufficient cpu']} Insufficient cpu" in event["note"]
+        assert doc["nodes"] == int(event["note"].split("/", 1)[1].split(" ", 1)[0])
+        assert event["note"].endswith(doc["postFilter"])
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        log.close()
+        control_plane.kubectl(
+            "delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false"
+        )
