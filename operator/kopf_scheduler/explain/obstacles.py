@@ -62,7 +62,7 @@ def _resources(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> t
                 f"requests {_amount(r.resource_name, r.requested)}, more than the node's allocatable "
                 f"{_amount(r.resource_name, r.capacity)}"
             )
-            gap += 100.0  # only a larger node helps
+            gap += 100.0 + (r.requested - r.capacity) / r.requested  # only a larger node helps
         else:
             short = r.requested - (r.capacity - r.used)
             out.append(f"needs {_amount(r.resource_name, short)} more")
