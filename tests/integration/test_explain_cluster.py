@@ -99,10 +99,11 @@ def test_explain_matches_the_failed_scheduling_event(
 ) -> None:
     sfx = uuid.uuid4().hex[:5]
     small, busy, gpu = f"ex-small-{sfx}", f"ex-busy-{sfx}", f"ex-gpu-{sfx}"
-    create(control_plane, _node(small, "1"), _node(busy, "4"), _node(gpu, "16"))
+    case = {"explain-case": sfx}  # other modules' nodes may have room: the pod is kept to these three
+    create(control_plane, _node(small, "1", **case), _node(busy, "4", **case), _node(gpu, "16", **case))
     _taint(control_plane, gpu, "dedicated=gpu:NoSchedule")
     create(control_plane, pod(f"hog-{sfx}", namespace, cpu="2500m", node_name=busy))
-    create(control_plane, pod(f"web-{sfx}", namespace, cpu="3"))
+    create(control_plane, pod(f"web-{sfx}", namespace, cpu="3", node_selector=case))
     event = wait_for(
         lambda: reason_events(control_plane, namespace, f"web-{sfx}", "FailedScheduling"),
         30,
@@ -365,13 +366,16 @@ def test_explain_annotation_summarizes_a_failed_attempt(control_plane: ControlPl
            "--metrics-host", "127.0.0.1", "--metrics-port", str(port)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     try:
-        create(control_plane, _node(f"an-small-{sfx}", "1"))
-        create(control_plane, pod(f"big-{sfx}", ns, cpu="100"))  # more than any node has
-        event = wait_for(
-            lambda: reason_events(control_plane, ns, f"big-{sfx}", "FailedScheduling"),
-            60,
-            what="FailedScheduling",
-        )[-1]
+        case = {"explain-case": sfx}  # other modules' nodes may be huge: only this one can be chosen
+        create(control_plane, _node(f"an-small-{sfx}", "1", **case))
+        create(control_plane, pod(f"big-{sfx}", ns, cpu="2", node_selector=case))
+        try:
+            event = wait_for(lambda: reason_events(control_plane, ns, f"big-{sfx}", "FailedScheduling"), 60)[
+                -1
+            ]
+        except TimeoutError:
+            log.flush()
+            raise AssertionError((tmp_path / "replica.log").read_text(errors="replace")[-4000:]) from None
 
         def annotation() -> str:
             meta = json.loads(control_plane.kubectl("get", "pod", f"big-{sfx}", "-n", ns, "-o", "json"))[
@@ -380,10 +384,13 @@ def test_explain_annotation_summarizes_a_failed_attempt(control_plane: ControlPl
             return str((meta.get("annotations") or {}).get("kopfscheduler.io/scheduling-result") or "")
 
         doc = json.loads(wait_for(annotation, 30, what="annotation"))
-        counts = doc["filter"]["NodeResourcesFit"]
-        assert counts == {"Insufficient cpu": counts["Insufficient cpu"]}
-        assert f"{counts['Insufficient cpu']} Insufficient cpu" in event["note"]
+        assert doc["filter"]["NodeResourcesFit"] == {"Insufficient cpu": 1}
+        assert "1 Insufficient cpu" in event["note"]
         assert doc["nodes"] == int(event["note"].split("/", 1)[1].split(" ", 1)[0])
+        others = sum(
+            sum(reasons.values()) for plugin, reasons in doc["filter"].items() if plugin != "NodeResourcesFit"
+        )
+        assert others == doc["nodes"] - 1  # every other node is told apart by the selector (or a taint)
         assert event["note"].endswith(doc["postFilter"])
     finally:
         proc.terminate()
