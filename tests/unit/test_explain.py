@@ -319,3 +319,17 @@ def test_serving_profiles_oldest_valid_wins() -> None:
     served, notes = serving_profiles(items)
     assert [i["metadata"]["name"] for i in served] == ["older"]
     assert any("newer left out" in n for n in notes) and any("bad is invalid" in n for n in notes)
+
+
+def test_cli_simulate_explain_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    from kopf_scheduler.cli import main
+
+    example = str(EXAMPLES / "preemption.yaml")
+    assert main(["simulate", example, "--explain", "default/web", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pod"] == "default/web" and doc["preemption"]["victims"] == ["default/batch"]
+    assert main(["simulate", example, "--explain", "web", "--node", "node-a"]) == 0  # namespace defaults
+    assert "Node node-a: rejected" in capsys.readouterr().out
+    assert main(["simulate", example, "--explain", "default/nope"]) == 1
+    assert "pod default/nope not found" in capsys.readouterr().err
+    assert main(["simulate"]) == 2

@@ -48,9 +48,9 @@ def _live_inputs(args: argparse.Namespace) -> tuple[Inputs, list[str]]:
     return documents_to_inputs(listing.documents), listing.notes
 
 
-def _print_explanation(inputs: Inputs, args: argparse.Namespace, notes: list[str]) -> int:
+def _print_explanation(inputs: Inputs, key: str, args: argparse.Namespace, notes: list[str]) -> int:
     try:
-        e = explain(inputs, _pod_key(args.pod if hasattr(args, "pod") else args.explain), args.profile)
+        e = explain(inputs, _pod_key(key), args.profile)
     except ExplainError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # credentials, connection, API errors: say what, not a traceback
         print(f"error: listing the cluster failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    return _print_explanation(inputs, args, notes)
+    return _print_explanation(inputs, args.pod, args, notes)
 
 
 def run_simulate_explain(args: argparse.Namespace) -> int:
@@ -84,9 +84,7 @@ def run_simulate_explain(args: argparse.Namespace) -> int:
     except SimulationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    key = args.explain
-    args.pod = key
-    return _print_explanation(inputs, args, [])
+    return _print_explanation(inputs, args.explain, args, [])
 
 
 def _placements_json(placements: list[Any]) -> dict[str, Any]:
@@ -139,11 +137,10 @@ def run_from_cluster(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"error: listing the cluster failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if args.explain:
+        return _print_explanation(overlay(base, extra), args.explain, args, notes)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    if args.explain:
-        args.pod = args.explain
-        return _print_explanation(overlay(base, extra), args, notes)
     seed = 0 if args.seed is None else args.seed
     placements = asyncio.run(what_if(base, extra, seed))
     if args.output == "json":
