@@ -333,3 +333,22 @@ def test_cli_simulate_explain_offline(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["simulate", example, "--explain", "default/nope"]) == 1
     assert "pod default/nope not found" in capsys.readouterr().err
     assert main(["simulate"]) == 2
+
+
+def test_room_held_for_a_nominated_pod_counts_like_in_the_scheduler() -> None:
+    nominated = pod_dict("vip", cpu="3", priority=100)
+    nominated["status"]["nominatedNodeName"] = "a"
+    inputs = Inputs(
+        nodes=[make_node("a", cpu="4"), make_node("b", cpu="1")],
+        pending=[parse_pod(nominated), make_pod("low", cpu="2", priority=1)],
+    )
+    e = explain(inputs, "default/low")
+    a = e.node("a")
+    assert a is not None and not a.feasible
+    assert a.filters["NodeResourcesFit"] == "Insufficient cpu"  # the vip's 3 cpu are held on a
+    assert e.chosen is None
+    # Without the nomination the pod fits on a: the room held for the vip is what stands in the way.
+    outcome = _simulated(Inputs(nodes=inputs.nodes, pending=[inputs.pending[1]]), 0)
+    assert outcome["default/low"].node == "a"
+    higher = explain(inputs, "default/vip")
+    assert higher.chosen == "a"
