@@ -346,6 +346,7 @@ def test_room_held_for_a_nominated_pod_counts_like_in_the_scheduler() -> None:
     a = e.node("a")
     assert a is not None and not a.feasible
     assert a.filters["NodeResourcesFit"] == "Insufficient cpu"  # the vip's 3 cpu are held on a
+    assert a.obstacles == ["room held for nominated pod(s) default/vip"]
     assert e.chosen is None
     # Without the nomination the pod fits on a: the room held for the vip is what stands in the way.
     outcome = _simulated(Inputs(nodes=inputs.nodes, pending=[inputs.pending[1]]), 0)

@@ -67,6 +67,14 @@ def _resources(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> t
             short = r.requested - (r.capacity - r.used)
             out.append(f"needs {_amount(r.resource_name, short)} more")
             gap += short / r.requested if r.requested else 1.0
+    if not out:  # the node itself has room: pods nominated to it (preemptors) hold it
+        held = [
+            p.key
+            for p in fw.nominated_pods_for_node(info.name)
+            if p.priority >= pod.priority and p.uid != pod.uid
+        ]
+        if held:
+            return [f"room held for nominated pod(s) {', '.join(held)}"], 5.0
     return out or [status.message], gap
 
 
