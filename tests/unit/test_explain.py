@@ -87,6 +87,7 @@ def test_prefilter_rejection_reports_every_node_without_running_filters() -> Non
     assert {n.filters.get("NodeAffinity") for n in e2.nodes} == {
         "node(s) didn't match Pod's node affinity/selector"
     }
+    assert e2.nodes[0].obstacles == ["node lacks label(s) zone=nowhere (nodeSelector)"]
 
 
 def test_scores_are_raw_normalized_weighted_and_sum_to_the_total() -> None:
@@ -353,3 +354,11 @@ def test_room_held_for_a_nominated_pod_counts_like_in_the_scheduler() -> None:
     assert outcome["default/low"].node == "a"
     higher = explain(inputs, "default/vip")
     assert higher.chosen == "a"
+
+
+def test_a_cordoned_node_says_so() -> None:
+    inputs = Inputs(nodes=[make_node("a", unschedulable=True)], pending=[make_pod("p", cpu="1")])
+    e = explain(inputs, "default/p")
+    assert e.message == _simulated(inputs)["default/p"].message
+    assert e.nodes[0].rejected_by == "NodeUnschedulable"
+    assert e.nodes[0].obstacles == ["node is cordoned (spec.unschedulable)"]

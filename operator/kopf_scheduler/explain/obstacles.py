@@ -89,9 +89,25 @@ def _taints(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tupl
     return [f"taint {taint.key}{value}:{taint.effect} not tolerated"], 10.0
 
 
+def _affinity(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+    """Name the nodeSelector labels the node lacks; a required nodeAffinity is shown as the plugin says."""
+    node = info.node
+    labels = node.labels if node is not None else {}
+    missing = [f"{k}={v}" for k, v in sorted(pod.node_selector.items()) if labels.get(k) != v]
+    if missing:
+        return [f"node lacks label(s) {', '.join(missing)} (nodeSelector)"], 10.0
+    return [f"NodeAffinity: {status.message}"], 10.0
+
+
+def _cordoned(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+    return ["node is cordoned (spec.unschedulable)"], 10.0
+
+
 _TRANSLATORS: Mapping[str, Callable[[Any, Any, Any, Any], tuple[list[str], float]]] = {
     "NodeResourcesFit": _resources,
     "TaintToleration": _taints,
+    "NodeAffinity": _affinity,
+    "NodeUnschedulable": _cordoned,
 }
 
 
