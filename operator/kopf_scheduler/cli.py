@@ -16,6 +16,7 @@ __all__ = ["main"]
 _COMMANDS = {
     "run": ("kopf_scheduler.cluster.run", "run the scheduler against a cluster (kubeconfig or in-cluster)"),
     "simulate": ("kopf_scheduler.simulate", "offline what-if scheduling of YAML/JSON objects"),
+    "explain": ("kopf_scheduler.explain.command", "why a pod is (not) scheduled: per node and plugin, live"),
     "playground": ("kopf_scheduler.cluster.playground", "start a local control plane and schedule a demo"),
     "controlplane": (
         "kopf_scheduler.cluster.controlplane",

@@ -229,6 +229,8 @@ class Scheduler:
         self._event_workers = 0
         self.events_dropped = 0
         self._stop = asyncio.Event()
+        # Optional (``run --explain-annotation``): called with each FitError, writes a summary.
+        self.on_fit_error: Callable[[str, PodSpec, FitError], Coroutine[Any, Any, None]] | None = None
         profiles.attach(
             queue=queue,
             snapshot=self.snapshot,
@@ -537,6 +539,8 @@ class Scheduler:
             else:
                 self.nominator.delete_nominated_pod_if_exists(pod)
         self._spawn(self._report_failure(pod, reason, message, nominating), f"reporting failure of {pod.key}")
+        if self.on_fit_error is not None and isinstance(err, FitError):
+            self._spawn(self.on_fit_error(fw.profile_name, pod, err), f"annotating {pod.key}")
         if preemption is not None and pf is not None:
             plugins, victims = preemption
             self._spawn(self._preempt(fw, pod, pf, plugins, victims), f"preemption for {pod.key}")

@@ -27,7 +27,15 @@ from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec, load_profile
 from kopf_scheduler.simulate_admission import Admission, AdmissionError
 
-__all__ = ["PodOutcome", "SimulationError", "add_arguments", "load_documents", "run", "simulate"]
+__all__ = [
+    "PodOutcome",
+    "SimulationError",
+    "add_arguments",
+    "documents_to_inputs",
+    "load_documents",
+    "run",
+    "simulate",
+]
 
 PROFILE_API_VERSION = "kopfscheduler.io/v1alpha1"
 NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget"}
@@ -83,13 +91,17 @@ def _docs(paths: Sequence[str]) -> list[tuple[str, Any]]:
 
 
 def load_documents(paths: Sequence[str]) -> Inputs:
-    """Parse the files into the objects the apiserver would have stored (see ``simulate_admission``).
+    return documents_to_inputs(_docs(paths))
+
+
+def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
+    """``(where, object)`` pairs, from files or a live listing, as the objects the apiserver would
+    have stored (see ``simulate_admission``; idempotent on objects it already admitted).
 
     Classes (PriorityClass, RuntimeClass, StorageClass) and LimitRanges are taken in first, whatever
-    their place in the files, as if created before the objects they apply to.
+    their place in the documents, as if created before the objects they apply to.
     """
     inputs = Inputs()
-    docs = _docs(paths)
     admission = Admission()
     for where, doc in docs:
         if not isinstance(doc, Mapping):
@@ -252,12 +264,40 @@ def _table(outcomes: Iterable[PodOutcome]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON files ('-' for stdin)")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="YAML/JSON files ('-' for stdin)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument("--seed", type=int, default=None, help="seed for the tie-breaking random choice")
+    _add_explain_arguments(parser)
+
+
+def _add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--explain`` and ``--from-cluster`` (see kopf_scheduler.explain.command)."""
+    from kopf_scheduler.explain.command import add_explain_view_arguments
+
+    parser.add_argument("--explain", metavar="NAMESPACE/POD", default=None, help="explain this pod per node")
+    parser.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="snapshot the live cluster (read-only); FILEs are extra objects overlaid on it",
+    )
+    parser.add_argument("--kubeconfig", default=None, help="with --from-cluster")
+    parser.add_argument("--context", default=None, help="with --from-cluster")
+    add_explain_view_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "from_cluster", False) or getattr(args, "explain", None):
+        from kopf_scheduler.explain import command
+
+        if args.from_cluster:
+            return command.run_from_cluster(args)
+        if not args.files:
+            print("error: FILE required (or --from-cluster)", file=sys.stderr)
+            return 2
+        return command.run_simulate_explain(args)
+    if not args.files:
+        print("error: FILE required (or --from-cluster)", file=sys.stderr)
+        return 2
     try:
         inputs = load_documents(args.files)
     except SimulationError as exc:

@@ -97,6 +97,7 @@ class Options:
     event_workers: int = 32
     stuck_after: float = 30.0
     namespaces: tuple[str, ...] = ()  # schedule only these namespaces' pods (all count on nodes)
+    explain_annotation: bool = False  # annotate pods failing scheduling with a per-plugin summary
     identity: str = field(default_factory=_identity)
 
 
@@ -153,6 +154,10 @@ class SchedulerRuntime:
             metrics=metrics.SCHEDULER,
             objects=self.cache.objects,
         )
+        if options.explain_annotation:
+            from kopf_scheduler.cluster.explain_annotation import annotator
+
+            self.scheduler.on_fit_error = annotator(self.api)
         self.handlers = EventHandlers(self.cache, self.queue, self.is_responsible)
         self.controller = ProfileController(self.profiles, self.write_profile_status, self.profiles_changed)
         if options.standalone:

@@ -62,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel-binds", type=int, default=binds, help="concurrent binding cycles")
     events = int(os.environ.get("KOPF_SCHEDULER_EVENT_WORKERS", 32))
     parser.add_argument("--event-workers", type=int, default=events, help="concurrent Scheduled-event POSTs")
+    parser.add_argument(
+        "--explain-annotation",
+        action="store_true",
+        help="annotate pods that fail scheduling with a compact per-plugin summary "
+        "(kopfscheduler.io/scheduling-result; needs patch on pods)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.add_argument("--debug", action="store_true")
 
@@ -129,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         parallel_binds=args.parallel_binds,
         event_workers=args.event_workers,
         namespaces=tuple(args.namespace),
+        explain_annotation=args.explain_annotation,
     )
     operator.configure(options, credentials)
     kopf.configure(verbose=args.verbose, debug=args.debug)

@@ -580,6 +580,31 @@ class Framework:
                 return _filter_failure(p, status)
         return None
 
+    def run_filter_plugins_each(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> dict[str, Status | None]:
+        """Every (not skipped) Filter plugin's own verdict on one node, without stopping at the first
+        failure: what ``explain`` shows. Same plugin calls as :meth:`run_filter_plugins`; a node
+        with nominated pods of higher/equal priority is judged with them added and, if all pass,
+        without them too (the two passes of :meth:`run_filter_plugins_with_nominated_pods`)."""
+        skip = state.skip_filter_plugins
+        passes: list[tuple[CycleState, NodeInfo]] = [(state, node_info)]
+        if self.nominator is not None and len(self.nominator):
+            try:
+                added, state_1, info_1 = self._add_ge_nominated_pods(pod, state, node_info)
+            except FrameworkError as exc:
+                return {exc.status.plugin or "AddPod": exc.status}
+            if added:
+                passes.insert(0, (state_1, info_1))
+        out: dict[str, Status | None] = {}
+        for st, info in passes:
+            for p in self.filter_plugins:
+                if p.name not in skip and out.get(p.name) is None:
+                    out[p.name] = self._filter_status(p, st, pod, info)
+            if any(v is not None for v in out.values()):
+                break
+        return out
+
     def _add_ge_nominated_pods(
         self, pod: PodSpec, state: CycleState, node_info: NodeInfo
     ) -> tuple[bool, CycleState, NodeInfo]:
@@ -878,12 +903,20 @@ class Framework:
             state.skip_score_plugins = skip
 
     def run_score_plugins(
-        self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
+        self,
+        state: CycleState,
+        pod: PodSpec,
+        rows: np.ndarray,
+        nodes: Sequence[NodeInfo],
+        raw: dict[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Weighted total per row and each plugin's normalized (unweighted) scores."""
+        """Weighted total per row and each plugin's normalized (unweighted) scores.
+
+        ``raw``, when given (``explain``), receives each plugin's scores before NormalizeScore.
+        """
         start = _perf()
         try:
-            out = self._run_score_plugins(state, pod, rows, nodes)
+            out = self._run_score_plugins(state, pod, rows, nodes, raw)
         except FrameworkError as exc:
             self._observe(SCORE, exc.status, start)
             raise
@@ -891,7 +924,12 @@ class Framework:
         return out
 
     def _run_score_plugins(
-        self, state: CycleState, pod: PodSpec, rows: np.ndarray, nodes: Sequence[NodeInfo]
+        self,
+        state: CycleState,
+        pod: PodSpec,
+        rows: np.ndarray,
+        nodes: Sequence[NodeInfo],
+        raw: dict[str, np.ndarray] | None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         snapshot = self.snapshot
         evals = self._evals_score
@@ -927,6 +965,8 @@ class Framework:
                             _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
                         )
                     scores[j] = s
+            if raw is not None:
+                raw[p.name] = scores.copy()
             normalize = getattr(p, "normalize_score", None)
             if normalize is not None:
                 if timed:

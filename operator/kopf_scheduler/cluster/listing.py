@@ -1,0 +1,82 @@
+"""One read-only listing of a live cluster, as documents ``simulate``/``explain`` take.
+
+The same collections the operator's informers cache (nodes, non-terminal pods, the kinds plugins
+read, SchedulerProfile CRs), listed once with pagination and never watched or written. Profiles
+resolve the way the operator resolves them: for each schedulerName the oldest valid resource
+serves (see ``ProfileController``); a later or invalid one is left out with a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.connection import load_credentials
+from kopf_scheduler.cluster.informer import ResourceKind
+from kopf_scheduler.cluster.operator import OBJECT_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH
+from kopf_scheduler.config.profile import ProfileError, load_profile
+from kopf_scheduler.framework.client import NotFound
+
+__all__ = ["ClusterListing", "list_cluster"]
+
+_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("Node", "/api/v1/nodes"),
+    ResourceKind("Pod", "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR}),
+    *OBJECT_KINDS,
+)
+
+
+@dataclass
+class ClusterListing:
+    documents: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+async def _list(api: ApiClient, resource: ResourceKind) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    async for page, _ in api.list_pages(resource.path, resource.params):
+        items.extend(page)
+    return items
+
+
+def _created(item: Mapping[str, Any]) -> str:
+    return str((item.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def serving_profiles(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The SchedulerProfile resources in force, oldest valid one per schedulerName; notes on the rest."""
+    served: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for item in sorted(items, key=_created):
+        name = str((item.get("metadata") or {}).get("name"))
+        try:
+            spec = load_profile(item.get("spec") or {})
+        except ProfileError as exc:
+            notes.append(f"SchedulerProfile {name} is invalid and left out: {exc}")
+            continue
+        if spec.scheduler_name in served:
+            owner = served[spec.scheduler_name]["metadata"]["name"]
+            notes.append(f"SchedulerProfile {name} left out: {spec.scheduler_name!r} is served by {owner}")
+            continue
+        served[spec.scheduler_name] = item
+    return list(served.values()), notes
+
+
+async def list_cluster(kubeconfig: str | None = None, context: str | None = None) -> ClusterListing:
+    """Everything the scheduler would see, listed once (read-only)."""
+    listing = ClusterListing()
+    async with ApiClient(load_credentials(kubeconfig, context), user_agent="kopf-scheduler-explain") as api:
+        for resource in _KINDS:
+            for item in await _list(api, resource):
+                listing.documents.append((f"cluster: {resource.kind}", item))
+        try:
+            profiles = await _list(api, ResourceKind("SchedulerProfile", PROFILES_PATH))
+        except NotFound:
+            profiles = []
+            listing.notes.append("no SchedulerProfile CRD: the default profile only")
+    served, notes = serving_profiles(profiles)
+    listing.notes.extend(notes)
+    listing.documents.extend(("cluster: SchedulerProfile", item) for item in served)
+    return listing

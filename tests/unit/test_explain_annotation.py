@@ -1,0 +1,69 @@
+"""run --explain-annotation: each FitError goes to the hook; the summary is compact and bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.eventhandlers import EventHandlers
+from kopf_scheduler.explain.annotation import fit_summary
+from kopf_scheduler.framework.diagnosis import FitError
+from kopf_scheduler.queue.scheduling_queue import PriorityQueue
+from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler.testing.fake_client import FakeClusterClient
+
+
+def _fail(nodes: list[Any], pod: PodSpec, limit: int = 4096) -> tuple[dict[str, Any], str, str]:
+    """Schedule ``pod`` once; return the hook's summary, the FailedScheduling message and the raw text."""
+    seen: list[tuple[str, PodSpec, FitError]] = []
+
+    async def hook(profile: str, p: PodSpec, fit: FitError) -> None:
+        seen.append((profile, p, fit))
+
+    async def go() -> str:
+        cache, queue, client = Cache(), PriorityQueue(), FakeClusterClient()
+        profiles = ProfileSet()
+        sched = Scheduler(cache, queue, client, profiles)
+        sched.on_fit_error = hook
+        handlers = EventHandlers(cache, queue, lambda _: True)
+        for n in nodes:
+            handlers.add_node(n)
+        handlers.add_pod(pod)
+        await sched.schedule_one()
+        await sched.wait_for_bindings()
+        return client.failed_messages(pod.key)[-1]
+
+    message = asyncio.run(go())
+    [(profile, _, fit)] = seen
+    text = fit_summary(fit, profile, limit)
+    return json.loads(text), message, text
+
+
+def test_summary_counts_match_the_failed_scheduling_message() -> None:
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    nodes = [make_node("a", cpu="1"), make_node("b", cpu="1"), make_node("c", cpu="8", taints=taint)]
+    doc, message, _ = _fail(nodes, make_pod("web", cpu="2"))
+    assert doc["profile"] == "kopf-scheduler" and doc["nodes"] == 3
+    assert doc["filter"] == {
+        "NodeResourcesFit": {"Insufficient cpu": 2},
+        "TaintToleration": {"node(s) had untolerated taint {dedicated: gpu}": 1},
+    }
+    assert message.startswith("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 ")
+    assert message.endswith(doc["postFilter"])  # preemption's verdict, as in the event
+
+
+def test_summary_is_bounded_dropping_the_rarest_reasons() -> None:
+    nodes = [
+        make_node(f"n{i}", taints=[{"key": f"k{i}", "value": "v" * 40, "effect": "NoSchedule"}])
+        for i in range(60)
+    ]
+    nodes += [make_node(f"small{i}", cpu="1") for i in range(5)]
+    doc, _, text = _fail(nodes, make_pod("p", cpu="2"), limit=1024)
+    assert len(text.encode()) <= 1024
+    assert doc["truncated"] > 0
+    # The most common reason survives: 5 nodes short of cpu outweigh each single-node taint.
+    assert doc["filter"]["NodeResourcesFit"] == {"Insufficient cpu": 5}
