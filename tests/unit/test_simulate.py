@@ -111,7 +111,7 @@ def test_wait_for_first_consumer_claim_is_provisioned_for_the_chosen_node(
     # A StorageClass without volumeBindingMode is Immediate, so its unbound claim blocks the pod.
     assert pods["default/shipper"]["node"] == ""
     assert pods["default/shipper"]["message"] == (
-        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
     )
 
 
