@@ -30,8 +30,16 @@ from kopf_scheduler.simulate_admission import Admission, AdmissionError
 __all__ = ["PodOutcome", "SimulationError", "add_arguments", "load_documents", "run", "simulate"]
 
 PROFILE_API_VERSION = "kopfscheduler.io/v1alpha1"
-NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget"}
-CLUSTER_SCOPED = {"PersistentVolume", "StorageClass", "CSINode", "Namespace", "PriorityClass"}
+NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget", "CSIStorageCapacity"}
+CLUSTER_SCOPED = {
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "VolumeAttachment",
+    "Namespace",
+    "PriorityClass",
+}
 
 
 class SimulationError(ValueError):
