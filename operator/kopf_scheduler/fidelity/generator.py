@@ -85,7 +85,7 @@ class Features:
 
 @dataclass
 class Scenario:
-    """One cluster state and the pods to decide in it, in order; names are unique per index."""
+    """One cluster state and the pods to decide in it, in order; names are unique per seed and index."""
 
     seed: int
     index: int
@@ -99,7 +99,7 @@ class Scenario:
 
     @property
     def prefix(self) -> str:
-        return f"k{self.index}"
+        return f"s{self.seed}-k{self.index}"
 
 
 def run_objects() -> list[Obj]:
