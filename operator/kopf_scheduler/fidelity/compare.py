@@ -55,6 +55,7 @@ class Decision:
     ours: Outcome | None = None
     simulated: Outcome | None = None
     verdicts: dict[str, dict[str, bool]] = field(default_factory=dict)  # mode -> category -> agreed
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> plugin (and "final") -> score
 
 
 def judge(ref: Outcome, other: Outcome, best: Iterable[str], nodes: int, *, live: bool) -> dict[str, bool]:
@@ -76,11 +77,12 @@ def judge(ref: Outcome, other: Outcome, best: Iterable[str], nodes: int, *, live
 
 
 _COUNTED = re.compile(r"^\d+ ")
+_DETAIL = re.compile(r"\{[^}]*\}")
 
 
 def _reasons(parts: Iterable[str]) -> set[str]:
-    """Reasons without their node counts."""
-    return {_COUNTED.sub("", p) for p in parts}
+    """Reasons without their node counts, and without the taint a reason may name (``{k: v}``)."""
+    return {_DETAIL.sub("{...}", _COUNTED.sub("", p)) for p in parts}
 
 
 def message_parts(message: str) -> tuple[str, list[str], str]:

@@ -298,7 +298,7 @@ class _Gen:
             sc.cluster_objects.append(pv_obj)
             sc.namespaced_objects.append(self.claim(ns, claim, wffc, mode, volume=pv))
             self.bound_claims.append((ns, claim, mode))
-        for i in range(self.rng.randint(0, 2)):  # never bindable: no PV of their class fits
+        for i in range(1 if self.chance(0.3) else 0):  # never bindable: no PV of their class fits
             ns = self.pick(self.ns)
             cls = self.pick((wffc, imm))
             claim = f"{self.p}-u{i}"
@@ -379,7 +379,9 @@ class _Gen:
         name = f"{self.p}-{'r' if running else 'p'}{self.pod_count}"
         app = self.pick(APPS)
         labels = {"app": app, "version": self.pick(VERSIONS), LABEL: "1"}
-        spec: Obj = {"containers": [self.container(0)], "terminationGracePeriodSeconds": 0}
+        # The default grace period: a deleted victim stays terminating (no kubelet finishes it) and
+        # the preemptor waits for it, as in a real cluster; the runner finishes deletions itself.
+        spec: Obj = {"containers": [self.container(0)]}
         large = self.sc.large
         if self.f.containers and not large:
             self.extra_containers(spec)

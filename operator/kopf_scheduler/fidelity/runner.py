@@ -134,6 +134,8 @@ class Watches:
     changed: Changed
     pods: dict[str, Obj] = field(default_factory=dict)
     terminating_since: dict[str, float] = field(default_factory=dict)
+    deleted_at: dict[str, float] = field(default_factory=dict)  # gone without the runner deleting it
+    runner_deletes: set[str] = field(default_factory=set)
     failed_notes: dict[str, list[str]] = field(default_factory=dict)  # pod uid -> notes, in order
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -187,8 +189,13 @@ class Watches:
         key = pod_key(obj)
         if kind == "DELETED":
             self.pods.pop(key, None)
-            self.terminating_since.pop(key, None)
+            if key in self.runner_deletes:
+                self.runner_deletes.discard(key)
+                self.terminating_since.pop(key, None)
+            else:  # a victim deleted at once (grace period 0): it never showed as terminating
+                self.deleted_at[key] = self.terminating_since.pop(key, time.monotonic())
             return
+        self.deleted_at.pop(key, None)
         self.pods[key] = obj
         if obj["metadata"].get("deletionTimestamp") and key not in self.terminating_since:
             self.terminating_since[key] = time.monotonic()
@@ -266,6 +273,8 @@ class Driver:
     async def delete_pod(self, key: str) -> None:
         """Force-delete (the kubelet's part: no kubelet runs) and wait until the watch shows it gone."""
         ns, name = key.split("/", 1)
+        if key in self.watches.pods:
+            self.watches.runner_deletes.add(key)
         await self.delete(f"/api/v1/namespaces/{ns}/pods/{quote(name)}")
         await self.changed.until(lambda: key not in self.watches.pods, 30)
 
@@ -365,6 +374,9 @@ class Driver:
         await self.changed.until(
             lambda: not any(k.startswith(f"{sc.prefix}-") for k in self.watches.pods), 30
         )
+        self.watches.deleted_at.clear()
+        self.watches.terminating_since.clear()
+        self.watches.runner_deletes.clear()
         for obj in sc.cluster_objects + sc.namespaced_objects:
             if obj["kind"] in ("PersistentVolume", "PersistentVolumeClaim"):  # protection finalizers
                 with contextlib.suppress(RuntimeError):
@@ -430,7 +442,8 @@ class Driver:
         nominated = str((obj.get("status") or {}).get("nominatedNodeName") or "")
 
         def victims() -> list[str]:
-            return sorted(k for k, t in w.terminating_since.items() if t >= mark and k != key)
+            gone = (*w.terminating_since.items(), *w.deleted_at.items())
+            return sorted({k for k, t in gone if t >= mark and k != key})
 
         if nominated:  # victims are deleted around the nomination: wait until none is new for a while
             seen, since = len(victims()), time.monotonic()
@@ -554,6 +567,10 @@ def _judge_all(decisions: Sequence[Decision], log_path: Path | None) -> Tally:
     tally = Tally()
     for d in decisions:
         d.best = sorted(scores.best(d.pod)) if scores is not None else []
+        if scores is not None:  # the reference's view of the nodes in question, per plugin
+            asked = {*d.best, *(o.node for o in (d.ours, d.simulated) if o is not None and o.node)}
+            final, plugins = scores.final.get(d.pod, {}), scores.plugins.get(d.pod, {})
+            d.scores = {n: {**plugins.get(n, {}), "final": final[n]} for n in sorted(asked) if n in final}
         if not d.best and d.reference.node:
             d.best = [d.reference.node]  # one feasible node: nothing was scored
         for mode, other in (("live", d.ours), ("simulate", d.simulated)):
@@ -604,6 +621,7 @@ def report(
                     "reference": d.reference.to_dict(),
                     "ours": other.to_dict(),
                     "best": d.best,
+                    "reference_scores": d.scores if category == "placement" else {},
                     "replay": f"kopf-scheduler fidelity --seed {d.seed} --scenario {d.scenario}",
                 }
                 disagreements.append(entry)
