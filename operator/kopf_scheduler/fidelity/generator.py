@@ -165,7 +165,8 @@ class _Gen:
                     "metadata": {"name": ns, "labels": {LABEL: "1", "team": self.team[ns]}},
                 }
             )
-        count = self.rng.randint(101, 112) if sc.large else self.rng.randint(1, 7)
+        # Above 100 nodes the reference stops after finding max(100, (50 - n/125) %) feasible ones.
+        count = self.rng.randint(101, 260) if sc.large else self.rng.randint(1, 7)
         for i in range(count):
             sc.nodes.append(self.node(i))
         if self.f.volumes and not sc.large:
@@ -298,7 +299,7 @@ class _Gen:
             sc.cluster_objects.append(pv_obj)
             sc.namespaced_objects.append(self.claim(ns, claim, wffc, mode, volume=pv))
             self.bound_claims.append((ns, claim, mode))
-        for i in range(1 if self.chance(0.3) else 0):  # never bindable: no PV of their class fits
+        for i in range(1 if self.chance(0.15) else 0):  # never bindable: no PV of their class fits
             ns = self.pick(self.ns)
             cls = self.pick((wffc, imm))
             claim = f"{self.p}-u{i}"

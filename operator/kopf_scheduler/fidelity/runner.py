@@ -66,7 +66,8 @@ _COLLECTIONS: dict[str, tuple[str, bool]] = {  # kind -> (collection path, names
     "PriorityClass": ("/apis/scheduling.k8s.io/v1/priorityclasses", False),
     "RuntimeClass": ("/apis/node.k8s.io/v1/runtimeclasses", False),
 }
-# What simulate's handle.objects holds, as ``load_documents`` keys it.
+# What simulate's handle.objects holds, keyed as ``load_documents`` keys it; Services and
+# ReplicaSets feed PodTopologySpread's system-default selector.
 _SIM_KINDS = (
     "PersistentVolumeClaim",
     "PersistentVolume",
@@ -75,6 +76,8 @@ _SIM_KINDS = (
     "PodDisruptionBudget",
     "Namespace",
     "PriorityClass",
+    "Service",
+    "ReplicaSet",
 )
 
 
@@ -640,6 +643,12 @@ def report(
         "rates": tally.rates(),
         "categories": dict(sorted(groups.items(), key=lambda kv: -int(kv[1]["count"]))),
         "disagreements": disagreements,
+        "errors": [
+            {"seed": d.seed, "scenario": d.scenario, "pod": d.pod, "side": side, "error": o.error}
+            for d in decisions
+            for side, o in (("reference", d.reference), ("live", d.ours), ("simulate", d.simulated))
+            if o is not None and o.error
+        ],
         "rejected_by_apiserver": list(rejected),
     }
 
