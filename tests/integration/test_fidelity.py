@@ -20,7 +20,7 @@ from kopf_scheduler.fidelity.runner import FidelityRun, run_fidelity
 pytestmark = pytest.mark.integration
 
 SEED = 1
-SCENARIOS = 8
+SCENARIOS = 18
 REQUIRED = {"feasibility": 1.0, "message": 1.0, "placement": 0.995, "nomination": 1.0, "condition": 1.0}
 
 

@@ -245,6 +245,7 @@ class Driver:
         self.decisions: list[Decision] = []
         self.sim_state: dict[str, Any] = {}
         self.rejected: list[str] = []
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.pending: list[Obj] = []
 
     # -- API helpers --
@@ -479,6 +480,9 @@ class Driver:
         return {**body, "metadata": meta, "spec": {**body["spec"], "schedulerName": scheduler}}
 
     async def scenario(self, seed: int, index: int) -> None:
+        dead = {k: p.returncode for k, p in self.procs.items() if p.poll() is not None}
+        if dead:  # every later decision would only time out
+            raise RuntimeError(f"scheduler process exited: {dead}")
         sc = generate(seed, index, self.opts.features)
         self.opts.log(
             f"[fidelity] seed {seed} scenario {index}: {len(sc.nodes)} nodes, {len(sc.running)} running, "
@@ -658,7 +662,7 @@ async def _drive(plane: ControlPlane, opts: FidelityRun, logs: Path) -> Driver:
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     driver = Driver(plane, opts)
     ns = argparse.Namespace(profile_ours=None, reference_qps=1000.0)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    procs = driver.procs
     try:
         await driver.start()
         for key in ("reference", "ours"):
