@@ -46,7 +46,7 @@ from kopf_scheduler.fidelity.compare import CATEGORIES, Decision, Outcome, Tally
 from kopf_scheduler.fidelity.generator import LABEL, Features, Scenario, generate, run_objects
 from kopf_scheduler.fidelity.klog import parse_scores
 
-__all__ = ["FidelityRun", "add_arguments", "run", "run_fidelity"]
+__all__ = ["FidelityRun", "add_arguments", "markdown", "run", "run_fidelity"]
 
 Obj = dict[str, Any]
 PLACED = "fidelity-placed"  # schedulerName of pods the runner binds itself (no scheduler owns it)
@@ -657,6 +657,42 @@ def report(
     }
 
 
+def markdown(result: Mapping[str, Any]) -> str:
+    """The rates and the disagreement groups as Markdown tables (for docs/fidelity.md)."""
+    lines = [
+        f"{result['decisions']} decisions, seeds {result['seeds']}, {len(result['scenarios'])} scenarios "
+        f"each, {result['seconds']} s, {result['date']}, commit {result['commit']}.",
+        "",
+        "| mode | " + " | ".join(CATEGORIES) + " |",
+        "| --- |" + " --- |" * len(CATEGORIES),
+    ]
+    for mode, per in result["rates"].items():
+        cells = [
+            f"{100.0 * r['agreed'] / r['total']:.1f} % ({r['agreed']}/{r['total']})" if r["total"] else "n/a"
+            for r in (per[c] for c in CATEGORIES)
+        ]
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| count | mode: category: kind | example (reference / ours) | replay |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, group in result["categories"].items():
+        ex = group["example"]
+        ref, ours = ex["reference"], ex["ours"]
+        if ex["category"] == "placement":
+            shown = f"best {ex['best']} / `{ours.get('node')}`"
+        elif ex["category"] == "nomination":
+            shown = " / ".join(f"`{o.get('nominated')}` {o.get('victims', [])}" for o in (ref, ours))
+        elif ex["category"] == "condition":
+            shown = f"`{ref.get('condition_message', '')}` / `{ours.get('condition_message', '')}`"
+        else:
+            shown = " / ".join(f"`{o.get('message') or o.get('node', '')}`" for o in (ref, ours))
+        name = name.replace("|", "\\|")
+        lines.append(f"| {group['count']} | {name} | {shown.replace('|', '/')} | `{ex['replay']}` |")
+    return "\n".join(lines)
+
+
 async def _drive(plane: ControlPlane, opts: FidelityRun, logs: Path) -> Driver:
     plane.kubectl("apply", "-f", str(ROOT / "crds"))  # ours serves SchedulerProfiles
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
@@ -724,6 +760,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-live", action="store_true", help="skip ours live (simulate only)")
     parser.add_argument("--no-simulate", action="store_true", help="skip simulate")
     parser.add_argument("--settle", type=float, default=0.6, help="seconds after a scenario's setup")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the summary as Markdown")
     parser.add_argument("--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse)")
 
 
@@ -741,6 +778,8 @@ def run(args: argparse.Namespace) -> int:
         kcp=args.kcp,
     )
     result = run_fidelity(opts)
+    if args.markdown:
+        args.markdown.write_text(markdown(result) + "\n")
     print(result["table"])
     print(f"\n{result['decisions']} decisions in {result['seconds']}s; report: {opts.out}")
     for name, group in list(result["categories"].items())[:20]:
