@@ -444,6 +444,9 @@ class Driver:
         if state == "bound":
             return Outcome(node=str(obj["spec"]["nodeName"])), created
         nominated = str((obj.get("status") or {}).get("nominatedNodeName") or "")
+        # The condition of the first failure, as the event is the first one: a retry that rewrites
+        # it depends on each scheduler's backoff timing, not on what the attempt decided.
+        cond = _condition(obj, "PodScheduled") or {}
 
         def victims() -> list[str]:
             gone = (*w.terminating_since.items(), *w.deleted_at.items())
@@ -458,7 +461,6 @@ class Driver:
                     seen, since = len(victims()), time.monotonic()
             obj = w.pods.get(key) or obj
             nominated = str((obj.get("status") or {}).get("nominatedNodeName") or "") or nominated
-        cond = _condition(obj, "PodScheduled") or {}
         return Outcome(
             message=w.failed_notes[uid][0],
             reason=str(cond.get("reason") or ""),
