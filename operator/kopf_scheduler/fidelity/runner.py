@@ -349,7 +349,8 @@ class Driver:
                 self.bodies[pod_key(body)] = body
         self.pending = [self._owned(p, uids) for p in sc.pending]
         await self.changed.until(lambda: all(k in self.watches.pods for k in self.bodies), 30)
-        await asyncio.sleep(self.opts.settle)  # nodes/volumes/PDBs reach the schedulers on other watches
+        # Nodes, volumes and PDBs reach the schedulers on other watches; a few hundred nodes take longer.
+        await asyncio.sleep(self.opts.settle + 0.005 * len(sc.nodes))
         if self.opts.simulated:
             self.sim_state = await self._objects_for_simulate(sc)
 
