@@ -320,6 +320,8 @@ class _Gen:
         if volume:
             obj["spec"]["volumeName"] = volume
             obj["status"] = {"phase": "Bound", "accessModes": [mode], "capacity": {"storage": "1Gi"}}
+            if self.chance(0.9):  # the PV controller's mark; without it a claim is only pre-bound
+                obj["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
         return obj
 
     def owners_and_services(self) -> None:
