@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.fidelity.compare import Outcome, Tally, judge, message_parts, signature
+from kopf_scheduler.fidelity.compare import Outcome, Tally, judge, message_parts, reason_diffs, signature
 from kopf_scheduler.fidelity.generator import EXTENDED, Features, generate
 from kopf_scheduler.fidelity.klog import FINAL_SCORE, parse_line, parse_scores
 
@@ -159,6 +159,26 @@ def test_signature_names_the_reasons_that_differ_without_counts() -> None:
     assert (
         signature("feasibility", Outcome(node="n"), failed()) == "feasibility: ours failed, reference bound"
     )
+
+
+def test_reason_diffs_give_one_key_per_differing_reason_and_preemption_shape() -> None:
+    ref = (
+        "0/3 nodes are available: 2 node(s) had untolerated taint(s), 1 X. "
+        "preemption: found a potential placement for pod on node n1, preempting 2 victims"
+    )
+    ours = "0/3 nodes are available: 2 node(s) had untolerated taint {k: v}, 1 Y."
+    assert reason_diffs(ref, ours) == [
+        "reference only: X",
+        "reference only: node(s) had untolerated taint(s)",
+        "ours only: Y",
+        "ours only: node(s) had untolerated taint {...}",
+        "preemption part: reference 'found a potential placement for pod on node N, preempting # victims'"
+        " / ours '(none)'",
+    ]
+    assert reason_diffs(FAIL, FAIL) == []
+    assert reason_diffs(FAIL, FAIL.replace("1 Insufficient", "3 Insufficient")) == [
+        "same reasons, different counts or order"
+    ]
 
 
 def test_tally_counts_per_mode_and_category() -> None:

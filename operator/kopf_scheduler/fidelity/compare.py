@@ -17,7 +17,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CATEGORIES", "Decision", "Outcome", "Tally", "judge", "message_parts", "signature"]
+__all__ = [
+    "CATEGORIES",
+    "Decision",
+    "Outcome",
+    "Tally",
+    "judge",
+    "message_parts",
+    "reason_diffs",
+    "signature",
+]
 
 CATEGORIES = ("feasibility", "message", "placement", "nomination", "condition")
 
@@ -133,6 +142,24 @@ def signature(category: str, ref: Outcome, other: Outcome) -> str:
             )
         )
     return "nomination: same node, different victims"
+
+
+def reason_diffs(ref: str, other: str) -> list[str]:
+    """One key per reason only one side gave (counts dropped), and one for a differing preemption part.
+
+    A message that differs in two reasons yields two keys, so each reason's fix is counted once
+    per message it would repair, not hidden in a combination.
+    """
+    _, ra, pa = message_parts(ref)
+    _, rb, pb = message_parts(other)
+    keys = [f"reference only: {r}" for r in sorted(_reasons(ra) - _reasons(rb))]
+    keys += [f"ours only: {r}" for r in sorted(_reasons(rb) - _reasons(ra))]
+    if not keys and ra != rb:
+        keys.append("same reasons, different counts or order")
+    if pa != pb:
+        shape = (re.sub(r"\bnode \S+,", "node N,", re.sub(r"\d+", "#", p)) or "(none)" for p in (pa, pb))
+        keys.append("preemption part: reference {!r} / ours {!r}".format(*shape))
+    return keys
 
 
 @dataclass

@@ -42,7 +42,15 @@ import aiohttp
 from kopf_scheduler.bench.measure import Api
 from kopf_scheduler.bench.runner import ROOT, SCHEDULERS, _command, _stop
 from kopf_scheduler.cluster.controlplane import ControlPlane, _die_with_parent, build, pinned_versions
-from kopf_scheduler.fidelity.compare import CATEGORIES, Decision, Outcome, Tally, judge, signature
+from kopf_scheduler.fidelity.compare import (
+    CATEGORIES,
+    Decision,
+    Outcome,
+    Tally,
+    judge,
+    reason_diffs,
+    signature,
+)
 from kopf_scheduler.fidelity.generator import LABEL, Features, Scenario, generate, run_objects
 from kopf_scheduler.fidelity.klog import parse_scores
 
@@ -612,6 +620,7 @@ def report(
     """The JSON report: rates per mode and category, every disagreement with its replay command."""
     disagreements: list[dict[str, Any]] = []
     groups: dict[str, dict[str, Any]] = {}
+    reasons: dict[str, dict[str, Any]] = {}
     for d in decisions:
         for mode, verdicts in d.verdicts.items():
             other = d.ours if mode == "live" else d.simulated
@@ -637,6 +646,10 @@ def report(
                 disagreements.append(entry)
                 group = groups.setdefault(f"{mode}: {sig}", {"count": 0, "example": entry})
                 group["count"] += 1
+                if category == "message":
+                    for diff in reason_diffs(d.reference.message, other.message):
+                        item = reasons.setdefault(f"{mode}: {diff}", {"count": 0, "replay": entry["replay"]})
+                        item["count"] += 1
     return {
         "command": " ".join(["kopf-scheduler", *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -649,6 +662,7 @@ def report(
         "seconds": round(seconds, 1),
         "rates": tally.rates(),
         "categories": dict(sorted(groups.items(), key=lambda kv: -int(kv[1]["count"]))),
+        "message_reasons": dict(sorted(reasons.items(), key=lambda kv: -int(kv[1]["count"]))),
         "disagreements": disagreements,
         "errors": [
             {"seed": d.seed, "scenario": d.scenario, "pod": d.pod, "side": side, "error": o.error}
@@ -693,6 +707,9 @@ def markdown(result: Mapping[str, Any]) -> str:
             shown = " / ".join(f"`{o.get('message') or o.get('node', '')}`" for o in (ref, ours))
         name = name.replace("|", "\\|")
         lines.append(f"| {group['count']} | {name} | {shown.replace('|', '/')} | `{ex['replay']}` |")
+    lines += ["", "| messages | mode: differing reason | first replay |", "| --- | --- | --- |"]
+    for name, item in result.get("message_reasons", {}).items():
+        lines.append(f"| {item['count']} | {name.replace('|', '/')} | `{item['replay']}` |")
     return "\n".join(lines)
 
 
