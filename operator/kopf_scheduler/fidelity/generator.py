@@ -422,10 +422,15 @@ class _Gen:
                     "controller": True,
                 }
             ]
+        pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
         if running:
             spec["nodeName"] = self.pick(self.node_names)
             spec["schedulerName"] = "fidelity-placed"
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+            # What a kubelet would report; preemption breaks ties on the victims' start time, and a
+            # pod without one counts as started "now", a different instant in each scheduler.
+            start = f"2026-01-01T{self.pod_count // 60 % 24:02d}:{self.pod_count % 60:02d}:00Z"
+            pod["status"] = {"phase": "Running", "startTime": start}
+        return pod
 
     def quantity_cpu(self) -> str:
         return self.pick(("50m", "100m", "250m", "500m", "700m", "1", "1500m"))

@@ -254,6 +254,7 @@ class Driver:
         self.sim_state: dict[str, Any] = {}
         self.rejected: list[str] = []
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.started = 0
         self.pending: list[Obj] = []
 
     # -- API helpers --
@@ -261,7 +262,12 @@ class Driver:
     async def create(self, obj: Obj) -> Obj:
         created = await self.api.request("POST", collection(obj), obj)
         status = obj.get("status")
-        if status and obj["kind"] in ("PersistentVolume", "PersistentVolumeClaim", "PodDisruptionBudget"):
+        if status and obj["kind"] in (
+            "Pod",
+            "PersistentVolume",
+            "PersistentVolumeClaim",
+            "PodDisruptionBudget",
+        ):
             created = await self.patch(f"{item_path(obj)}/status", {"status": status})
         return created
 
@@ -293,8 +299,19 @@ class Driver:
     async def create_pod(self, body: Obj) -> Obj:
         created = await self.create(body)
         key = pod_key(body)
-        await self.changed.until(lambda: key in self.watches.pods, 30)
+        await self.changed.until(lambda: self._has_status(key, body.get("status") or {}), 30)
         return created
+
+    def _has_status(self, key: str, status: Mapping[str, Any]) -> bool:
+        """The watch shows the pod, with the status the runner wrote (a separate write) if any."""
+        obj = self.watches.pods.get(key)
+        return obj is not None and all((obj.get("status") or {}).get(k) == v for k, v in status.items())
+
+    def _kubelet_status(self) -> Obj:
+        """Running since a distinct instant, later than any generated pod's: a kubelet's report."""
+        self.started += 1
+        start = datetime.datetime(2026, 2, 1, tzinfo=datetime.UTC) + datetime.timedelta(minutes=self.started)
+        return {"phase": "Running", "startTime": start.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
     # -- the run --
 
@@ -356,7 +373,9 @@ class Driver:
             if ok:
                 self.bodies[pod_key(body)] = body
         self.pending = [self._owned(p, uids) for p in sc.pending]
-        await self.changed.until(lambda: all(k in self.watches.pods for k in self.bodies), 30)
+        await self.changed.until(
+            lambda: all(self._has_status(k, b.get("status") or {}) for k, b in self.bodies.items()), 30
+        )
         # Nodes, volumes and PDBs reach the schedulers on other watches; a few hundred nodes take longer.
         await asyncio.sleep(self.opts.settle + 0.005 * len(sc.nodes))
         if self.opts.simulated:
@@ -525,10 +544,15 @@ class Driver:
         ref_body = self._copy(body, body["metadata"]["name"], "default-scheduler")
         ref, ref_obj = await self.decide(ref_body, mark=mark)
         if ref.node:
+            status = self._kubelet_status()
             self.bodies[key] = {
                 **ref_body,
                 "spec": {**ref_body["spec"], "nodeName": ref.node, "schedulerName": PLACED},
+                "status": status,
             }
+            ns, name = key.split("/", 1)
+            await self.patch(f"/api/v1/namespaces/{ns}/pods/{quote(name)}/status", {"status": status})
+            await self.changed.until(lambda: self._has_status(key, status), 30)
         else:
             await self.delete_pod(key)
             if ref.nominated and not ref.error:
@@ -538,6 +562,7 @@ class Driver:
                 placed = {
                     **ref_body,
                     "spec": {**ref_body["spec"], "nodeName": ref.nominated, "schedulerName": PLACED},
+                    "status": self._kubelet_status(),
                 }
                 await self.create_pod(placed)
                 self.bodies[key] = placed
