@@ -50,7 +50,7 @@ def test_every_pod_gets_an_outcome_from_every_side(result: dict[str, Any]) -> No
     for mode in ("live", "simulate"):
         rates = result["rates"][mode]
         assert rates["feasibility"]["total"] == result["decisions"]
-        for category in ("message", "placement"):
+        for category in ("message", "placement", "nomination"):
             assert rates[category]["total"] > 0, (mode, category)
     for entry in result["disagreements"]:
         assert (
