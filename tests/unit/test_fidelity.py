@@ -322,3 +322,43 @@ def test_features_only_narrows_what_is_drawn() -> None:
             )
     with pytest.raises(ValueError, match="unknown features"):
         Features.only(["resources", "bogus"])
+
+
+# -- our scores, for the report ------------------------------------------------------------------
+
+
+def test_scores_of_captures_our_weighted_plugin_scores_for_one_pod() -> None:
+    import asyncio
+
+    from kopf_scheduler.api.objects import parse_node, parse_pod
+    from kopf_scheduler.fidelity.runner import _scores_of
+    from kopf_scheduler.framework.runtime import Framework
+    from kopf_scheduler.simulate import Inputs, simulate
+
+    def node(name: str, cpu: str) -> dict[str, Any]:
+        alloc = {"cpu": cpu, "memory": "4Gi", "pods": "110"}
+        return {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": alloc, "capacity": alloc},
+        }
+
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+        "spec": {
+            "schedulerName": "kopf-scheduler",
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "500m"}}}],
+        },
+    }
+    inputs = Inputs(nodes=[parse_node(node("a", "1")), parse_node(node("b", "4"))], pending=[parse_pod(pod)])
+    original = Framework.run_score_plugins
+    with _scores_of("p") as scores:
+        (result,) = asyncio.run(simulate(inputs, seed=0))
+    assert Framework.run_score_plugins is original
+    assert set(scores) == {"a", "b"}
+    for per_node in scores.values():
+        plugins = {k: v for k, v in per_node.items() if k != "final"}
+        assert per_node["final"] == sum(plugins.values())
+        assert per_node["TaintToleration"] == 300  # weight 3 x 100: weighted, as the reference logs
+    assert result.node == max(scores, key=lambda n: scores[n]["final"])

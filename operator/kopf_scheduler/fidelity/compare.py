@@ -42,13 +42,14 @@ class Outcome:
     nominated: str = ""  # status.nominatedNodeName
     victims: list[str] = field(default_factory=list)  # ns/name of the pods it deleted, sorted
     error: str = ""  # nothing observed in time, or the run failed for this pod
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)  # simulate only: node -> plugin -> score
 
     @property
     def failed(self) -> bool:
         return not self.node
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in ("", [], None)}
+        return {k: v for k, v in asdict(self).items() if v not in ("", [], None, {}) and k != "scores"}
 
 
 @dataclass

@@ -28,10 +28,12 @@ import contextlib
 import datetime
 import functools
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -590,7 +592,8 @@ class Driver:
                 pending=[parse_pod(pending)],
                 objects={k: dict(v) for k, v in self.sim_state["objects"].items()},
             )
-            (result,) = await simulate(inputs, seed=0)
+            with _scores_of(str(meta["name"])) as scores:
+                (result,) = await simulate(inputs, seed=0)
         except (ObjectError, ValueError) as exc:
             return Outcome(error=f"simulate: {exc}")
         failures = result.failures
@@ -602,18 +605,48 @@ class Driver:
                 nominated=result.nominated_node or (result.node if result.victims else ""),
                 victims=sorted(result.victims),
             )
-        return Outcome(node=result.node)
+        return Outcome(node=result.node, scores=scores)
 
 
-def _judge_all(decisions: Sequence[Decision], log_path: Path | None) -> Tally:
-    scores = parse_scores(log_path.open(errors="replace")) if log_path and log_path.exists() else None
+@contextlib.contextmanager
+def _scores_of(pod_name: str) -> Iterator[dict[str, dict[str, int]]]:
+    """Our engine's weighted per-plugin and final scores for one pod, node by node.
+
+    A diagnostic beside the reference's logged ones: the Framework's score pass is wrapped for
+    the duration of one simulate call (single-threaded; the class is restored afterwards).
+    """
+    from kopf_scheduler.framework.runtime import Framework
+
+    captured: dict[str, dict[str, int]] = {}
+    original = Framework.run_score_plugins
+
+    def spy(fw: Framework, state: Any, pod: Any, rows: Any, nodes: Any) -> Any:
+        total, per_plugin = original(fw, state, pod, rows, nodes)
+        if pod.name == pod_name:
+            captured.clear()  # the last scoring pass is the one that placed it
+            for j, info in enumerate(nodes):
+                name = info.node.name if info.node is not None else str(j)
+                row = {p: int(v[j]) * int(fw.score_weights[p]) for p, v in per_plugin.items()}
+                captured[name] = {**row, "final": int(total[j])}
+        return total, per_plugin
+
+    Framework.run_score_plugins = spy  # type: ignore[method-assign,assignment]
+    try:
+        yield captured
+    finally:
+        Framework.run_score_plugins = original  # type: ignore[method-assign]
+
+
+def _judge_all(decisions: Sequence[Decision], log_path: Path) -> Tally:
+    with log_path.open(errors="replace") as log:  # no log, no best-score sets: fail, do not guess
+        scores = parse_scores(log)
     tally = Tally()
     for d in decisions:
-        d.best = sorted(scores.best(d.pod)) if scores is not None else []
-        if scores is not None:  # the reference's view of the nodes in question, per plugin
-            asked = {*d.best, *(o.node for o in (d.ours, d.simulated) if o is not None and o.node)}
-            final, plugins = scores.final.get(d.pod, {}), scores.plugins.get(d.pod, {})
-            d.scores = {n: {**plugins.get(n, {}), "final": final[n]} for n in sorted(asked) if n in final}
+        d.best = sorted(scores.best(d.pod))
+        # The reference's view of the nodes in question, per plugin.
+        asked = {*d.best, *(o.node for o in (d.ours, d.simulated) if o is not None and o.node)}
+        final, plugins = scores.final.get(d.pod, {}), scores.plugins.get(d.pod, {})
+        d.scores = {n: {**plugins.get(n, {}), "final": final[n]} for n in sorted(asked) if n in final}
         if not d.best and d.reference.node:
             d.best = [d.reference.node]  # one feasible node: nothing was scored
         for mode, other in (("live", d.ours), ("simulate", d.simulated)):
@@ -666,6 +699,11 @@ def report(
                     "ours": other.to_dict(),
                     "best": d.best,
                     "reference_scores": d.scores if category == "placement" else {},
+                    "simulate_scores": (
+                        {n: v for n, v in d.simulated.scores.items() if n in d.scores}
+                        if category == "placement" and d.simulated is not None
+                        else {}
+                    ),
                     "replay": f"kopf-scheduler fidelity --seed {d.seed} --scenario {d.scenario}",
                 }
                 disagreements.append(entry)
@@ -774,14 +812,19 @@ def run_fidelity(opts: FidelityRun) -> dict[str, Any]:
     started = time.monotonic()
     binary = opts.kcp or build()
     plane = ControlPlane(binary)
-    logs = opts.logs or plane.workdir / "logs"
+    # Outside the plane's directory, which stopping it removes: the scores are read afterwards.
+    logs = opts.logs or Path(tempfile.mkdtemp(prefix="kopf-scheduler-fidelity-"))
     logs.mkdir(parents=True, exist_ok=True)
     try:
-        plane.start()
-        driver = asyncio.run(_drive(plane, opts, logs))
+        try:
+            plane.start()
+            driver = asyncio.run(_drive(plane, opts, logs))
+        finally:
+            plane.stop()
+        tally = _judge_all(driver.decisions, logs / "reference.log")
     finally:
-        plane.stop()
-    tally = _judge_all(driver.decisions, logs / "reference.log")
+        if opts.logs is None:
+            shutil.rmtree(logs, ignore_errors=True)
     result = report(opts, driver.decisions, tally, time.monotonic() - started, driver.rejected)
     result["table"] = tally.table()
     opts.out.parent.mkdir(parents=True, exist_ok=True)
