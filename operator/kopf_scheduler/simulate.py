@@ -38,7 +38,15 @@ __all__ = [
 ]
 
 PROFILE_API_VERSION = "kopfscheduler.io/v1alpha1"
-NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget", "CSIStorageCapacity"}
+NAMESPACED = {
+    "PersistentVolumeClaim",
+    "PodDisruptionBudget",
+    "CSIStorageCapacity",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+}
 CLUSTER_SCOPED = {
     "PersistentVolume",
     "StorageClass",

@@ -105,6 +105,9 @@ def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa
         ("watch", "volumeattachments.storage.k8s.io", True),
         ("watch", "csistoragecapacities.storage.k8s.io", True),
         ("create", "volumeattachments.storage.k8s.io", False),
+        ("watch", "replicasets.apps", True),  # PodTopologySpread's system-default selector
+        ("list", "services", True),
+        ("create", "services", False),
         ("patch", "schedulerprofiles.kopfscheduler.io --subresource=status", True),
         ("patch", "clusterkopfpeerings.kopf.dev", True),
         ("create", "pods", False),

@@ -34,7 +34,17 @@ REGION_LABEL = "topology.kubernetes.io/region"
 LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 
-NAMESPACED_KINDS = frozenset({"PersistentVolumeClaim", "PodDisruptionBudget", "CSIStorageCapacity"})
+NAMESPACED_KINDS = frozenset(
+    {
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+        "CSIStorageCapacity",
+        "Service",
+        "ReplicationController",
+        "ReplicaSet",
+        "StatefulSet",
+    }
+)
 
 CLEAN_ASSUMED_PERIOD = 1.0
 

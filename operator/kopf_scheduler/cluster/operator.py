@@ -57,6 +57,12 @@ OBJECT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
     ResourceKind("Namespace", "/api/v1/namespaces"),
     ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
+    # PodTopologySpread's system-default constraints select by the pod's Services and its controlling
+    # ReplicationController/ReplicaSet/StatefulSet, as the reference's informers feed it.
+    ResourceKind("Service", "/api/v1/services"),
+    ResourceKind("ReplicationController", "/api/v1/replicationcontrollers"),
+    ResourceKind("ReplicaSet", "/apis/apps/v1/replicasets"),
+    ResourceKind("StatefulSet", "/apis/apps/v1/statefulsets"),
 )
 
 
