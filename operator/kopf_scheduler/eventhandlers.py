@@ -16,72 +16,21 @@ from typing import Any
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
 from kopf_scheduler.cache.cache import Cache, CacheError
-from kopf_scheduler.framework.interface import ActionType, ClusterEvent, EventResource
-from kopf_scheduler.queue.scheduling_queue import (
+from kopf_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
-    PriorityQueue,
+    ActionType,
+    node_scheduling_properties_change,
+    object_event,
     pod_scheduling_properties_change,
 )
+from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 
-__all__ = ["OBJECT_EVENT_RESOURCES", "EventHandlers", "node_scheduling_properties_change"]
+__all__ = ["EventHandlers"]
 
 log = logging.getLogger(__name__)
-
-# Kinds whose changes may make pods schedulable; other stored kinds (Namespace, PriorityClass)
-# only feed handle.objects.
-OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
-    "PersistentVolumeClaim": EventResource.PVC,
-    "PersistentVolume": EventResource.PV,
-    "StorageClass": EventResource.STORAGE_CLASS,
-    "CSINode": EventResource.CSI_NODE,
-    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
-    "CSIDriver": EventResource.CSI_DRIVER,
-    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
-    "PodDisruptionBudget": EventResource.PDB,
-}
-
-
-def _conditions(node: NodeSpec) -> dict[str, Any]:
-    status = node.raw.get("status") if node.raw else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    out: dict[str, Any] = {}
-    for cond in conditions or ():
-        if isinstance(cond, Mapping):
-            out[str(cond.get("type"))] = cond.get("status")
-    return out
-
-
-def _annotations(node: NodeSpec) -> Any:
-    meta = node.raw.get("metadata") if node.raw else None
-    return meta.get("annotations") or {} if isinstance(meta, Mapping) else {}
-
-
-def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[ClusterEvent]:
-    """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``).
-
-    Labels are the reference's (resource + action, what queue_incoming_pods_total's ``event`` shows);
-    a node turning schedulable is reported as a taint update, as there."""
-    actions: list[tuple[ActionType, str]] = []
-    if old.unschedulable != new.unschedulable and not new.unschedulable:
-        # Becoming schedulable is like a taint going away.
-        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
-    if old.allocatable != new.allocatable:
-        actions.append((ActionType.UPDATE_NODE_ALLOCATABLE, "NodeUpdateNodeAllocatable"))
-    if old.labels != new.labels:
-        actions.append((ActionType.UPDATE_NODE_LABEL, "NodeUpdateNodeLabel"))
-    if old.taints != new.taints:
-        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
-    if _conditions(old) != _conditions(new):
-        actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeUpdateNodeCondition"))
-    if _annotations(old) != _annotations(new):
-        actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeUpdateNodeAnnotation"))
-    if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
-        actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeUpdateNodeDeclaredFeature"))
-    return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
-
 
 def _le_priority(priority: int) -> Callable[[PodSpec], bool]:
     return lambda pod: pod.priority <= priority
@@ -223,23 +172,20 @@ class EventHandlers:
 
     def add_object(self, kind: str, raw: Mapping[str, Any]) -> None:
         self.cache.add_object(kind, raw)
-        resource = OBJECT_EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            event = ClusterEvent(resource, ActionType.ADD, f"{resource}Add")
+        event = object_event(kind, ActionType.ADD)
+        if event is not None:
             self.queue.move_all_to_active_or_backoff(event, None, raw)
 
     def update_object(self, kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         self.cache.update_object(kind, new)
-        resource = OBJECT_EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            event = ClusterEvent(resource, ActionType.UPDATE, f"{resource}Update")
+        event = object_event(kind, ActionType.UPDATE)
+        if event is not None:
             self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def delete_object(self, kind: str, raw: Mapping[str, Any]) -> None:
         self.cache.delete_object(kind, raw)
-        resource = OBJECT_EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            event = ClusterEvent(resource, ActionType.DELETE, f"{resource}Delete")
+        event = object_event(kind, ActionType.DELETE)
+        if event is not None:
             self.queue.move_all_to_active_or_backoff(event, raw, None)
 
     # -- re-list --

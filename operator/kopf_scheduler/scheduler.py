@@ -26,12 +26,10 @@ from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec, default_profile
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
+from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from kopf_scheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
     Code,
     CycleState,
-    EventResource,
     PostFilterResult,
     Status,
 )
@@ -68,7 +66,6 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 # (watch.DropIfChannelFull): events are best-effort and must never hold binding back.
 MAX_QUEUED_EVENTS = 1000
 EVENT_WORKERS = 4
-EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
 

@@ -8,7 +8,8 @@ import pytest
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
 from kopf_scheduler.cache import Cache
-from kopf_scheduler.eventhandlers import EventHandlers, node_scheduling_properties_change
+from kopf_scheduler.eventhandlers import EventHandlers
+from kopf_scheduler.framework.events import node_scheduling_properties_change
 from kopf_scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
 from kopf_scheduler.testing.builders import make_node, make_pod, node_dict, pod_dict

@@ -323,7 +323,7 @@ def test_requeued_pod_leaves_unschedulable_pods_when_popped_and_counts_its_attem
     # A bigger node arrives: the pod goes back to a queue under the event's label and schedules.
     node = make_node("n2", cpu="8")
     env.cache.add_node(node)
-    from kopf_scheduler.queue.scheduling_queue import EVENT_NODE_ADD
+    from kopf_scheduler.framework.events import EVENT_NODE_ADD
 
     env.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
     moved = env.value("scheduler_queue_incoming_pods_total", queue="backoff", event="NodeAdd") + env.value(

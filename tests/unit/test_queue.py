@@ -8,20 +8,18 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.objects import PodSpec, parse_pod
-from kopf_scheduler.framework.interface import (
+from kopf_scheduler.framework.events import (
+    EVENT_NODE_ADD,
+    UPDATE_POD_OTHER,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
     QueueingHint,
-    Status,
-)
-from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
-from kopf_scheduler.queue.scheduling_queue import (
-    EVENT_NODE_ADD,
-    UPDATE_POD_OTHER,
     pod_scheduling_properties_change,
 )
+from kopf_scheduler.framework.interface import Status
+from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
 from kopf_scheduler.testing.builders import make_pod, pod_dict
 from kopf_scheduler.testing.clock import FakeClock
 

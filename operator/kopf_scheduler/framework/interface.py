@@ -15,9 +15,18 @@ reports (the per-node method is the reference).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from kopf_scheduler.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+    QueueingHintFn,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,6 +61,7 @@ __all__ = [
     "PreScorePlugin",
     "QueueSortPlugin",
     "QueueingHint",
+    "QueueingHintFn",
     "ReservePlugin",
     "ScorePlugin",
     "Status",
@@ -168,88 +178,6 @@ class CycleState:
         other.skip_score_plugins = set(self.skip_score_plugins)
         other.record_plugin_metrics = self.record_plugin_metrics
         return other
-
-
-# --- cluster events and queueing hints ----------------------------------------------------------
-
-
-class EventResource(enum.StrEnum):
-    POD = "Pod"
-    ASSIGNED_POD = "AssignedPod"
-    UNSCHEDULED_POD = "UnscheduledPod"
-    NODE = "Node"
-    PVC = "PersistentVolumeClaim"
-    PV = "PersistentVolume"
-    # Group-qualified as the reference spells them: event labels read "storage.k8s.io/CSINodeAdd".
-    STORAGE_CLASS = "storage.k8s.io/StorageClass"
-    CSI_NODE = "storage.k8s.io/CSINode"
-    VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
-    CSI_DRIVER = "storage.k8s.io/CSIDriver"
-    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
-    PDB = "PodDisruptionBudget"
-    WILDCARD = "*"
-
-
-class ActionType(enum.IntFlag):
-    ADD = 1
-    DELETE = 2
-    UPDATE_NODE_ALLOCATABLE = 4
-    UPDATE_NODE_LABEL = 8
-    UPDATE_NODE_TAINT = 16
-    UPDATE_NODE_CONDITION = 32
-    UPDATE_NODE_ANNOTATION = 64
-    UPDATE_POD_LABEL = 128
-    UPDATE_POD_SCALE_DOWN = 256
-    UPDATE_POD_TOLERATIONS = 512
-    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
-    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
-    UPDATE_NODE_DECLARED_FEATURE = 8192  # 4096 is the queue's UPDATE_POD_OTHER
-    UPDATE = (
-        UPDATE_NODE_ALLOCATABLE
-        | UPDATE_NODE_LABEL
-        | UPDATE_NODE_TAINT
-        | UPDATE_NODE_CONDITION
-        | UPDATE_NODE_ANNOTATION
-        | UPDATE_POD_LABEL
-        | UPDATE_POD_SCALE_DOWN
-        | UPDATE_POD_TOLERATIONS
-        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
-        | 4096
-        | UPDATE_NODE_DECLARED_FEATURE
-    )
-    ALL = ADD | DELETE | UPDATE
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEvent:
-    resource: EventResource
-    action: ActionType
-    label: str = ""
-
-    def matches(self, incoming: ClusterEvent) -> bool:
-        """Does an incoming event fall under this registered one (the reference's ``Match``)."""
-        if self.resource != EventResource.WILDCARD and incoming.resource != self.resource:
-            # A registered "Pod" covers both assigned and unscheduled pods.
-            pod_kinds = (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
-            if not (self.resource == EventResource.POD and incoming.resource in pod_kinds):
-                return False
-        return bool(self.action & incoming.action)
-
-
-class QueueingHint(enum.IntEnum):
-    QUEUE_SKIP = 0
-    QUEUE = 1
-
-
-# (pod waiting in the unschedulable pool, old object, new object) -> hint
-QueueingHintFn = Callable[["PodSpec", Any, Any], QueueingHint]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEventWithHint:
-    event: ClusterEvent
-    hint: QueueingHintFn | None = None
 
 
 # --- results ------------------------------------------------------------------------------------

@@ -23,15 +23,13 @@ import numpy as np
 
 from kopf_scheduler.config.profile import ResolvedPlugins, SchedulerProfileSpec, resolve_plugins
 from kopf_scheduler.framework.diagnosis import Diagnosis
+from kopf_scheduler.framework.events import WILDCARD_EVENT
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     Code,
     CycleState,
-    EventResource,
     PostFilterResult,
     PreBindPreFlightPlugin,
     PreFilterResult,
@@ -71,7 +69,7 @@ __all__ = ["MAX_PERMIT_TIMEOUT", "Framework", "FrameworkError", "WaitingPod", "g
 log = logging.getLogger(__name__)
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # the reference's maxTimeout for Permit waits
-_ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
+_ALL_EVENTS = [ClusterEventWithHint(WILDCARD_EVENT)]
 _CHUNK = 512  # rows filtered per batch before checking whether enough feasible nodes were found
 _perf = time.perf_counter
 # preemption_attempts_total counts this PostFilter plugin's runs (the reference counts in the plugin).

@@ -31,16 +31,22 @@ from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
-from kopf_scheduler.framework.interface import (
-    ActionType,
+from kopf_scheduler.framework.events import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_FORCE_ACTIVATE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_UNSCHEDULED_POD_ADD,
+    EVENT_UNSCHEDULED_POD_UPDATE,
+    POD_SCALE_DOWN,
+    WILDCARD_EVENT,
     ClusterEvent,
     ClusterEventWithHint,
-    Code,
-    EventResource,
-    PreEnqueuePlugin,
     QueueingHint,
-    Status,
+    is_wildcard,
+    match_cluster_event,
+    pod_scheduling_properties_change,
 )
+from kopf_scheduler.framework.interface import Code, PreEnqueuePlugin, Status
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
 from kopf_scheduler.queue.nominator import Nominator
 
@@ -48,21 +54,12 @@ __all__ = [
     "DEFAULT_MAX_UNSCHEDULABLE_DURATION",
     "DEFAULT_POD_INITIAL_BACKOFF",
     "DEFAULT_POD_MAX_BACKOFF",
-    "EVENT_ASSIGNED_POD_ADD",
-    "EVENT_ASSIGNED_POD_DELETE",
-    "EVENT_FORCE_ACTIVATE",
-    "EVENT_NODE_ADD",
-    "EVENT_NODE_DELETE",
-    "EVENT_UNSCHEDULABLE_TIMEOUT",
-    "UPDATE_POD_OTHER",
     "HintsMap",
     "PriorityQueue",
     "QueuedPodInfo",
     "QueueingStrategy",
     "default_less",
     "is_pod_updated",
-    "match_cluster_event",
-    "pod_scheduling_properties_change",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,29 +70,11 @@ DEFAULT_MAX_UNSCHEDULABLE_DURATION = 300.0
 BACKOFF_FLUSH_PERIOD = 1.0
 UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
-# The bit of ActionType.UPDATE not covered by a named update (the reference's updatePodOther):
-# only plugins that registered a general Pod/Update hear it.
-UPDATE_POD_OTHER = ActionType(4096)
-
-EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD, "UnscheduledPodAdd")
-EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(
-    EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"
-)
-EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(
-    EventResource.UNSCHEDULED_POD, ActionType.DELETE, "UnscheduledPodDelete"
-)
-EVENT_ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
-EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
-EVENT_NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
-EVENT_NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
-EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
-EVENT_FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
-
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
-_WILDCARD_REGISTRATION = (ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL)),)
+_WILDCARD_REGISTRATION = (ClusterEventWithHint(WILDCARD_EVENT),)
 
 # plugin name -> the events it registered (with their hints)
 HintsMap = Mapping[str, Sequence[ClusterEventWithHint]]
@@ -149,57 +128,6 @@ def default_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     if a.pod.priority != b.pod.priority:
         return a.pod.priority > b.pod.priority
     return a.timestamp < b.timestamp
-
-
-# --- events -------------------------------------------------------------------------------------
-
-
-def _is_wildcard(event: ClusterEvent) -> bool:
-    return event.resource == EventResource.WILDCARD and event.action == ActionType.ALL
-
-
-def match_cluster_event(registered: ClusterEvent, incoming: ClusterEvent) -> bool:
-    """The reference's ``MatchClusterEvents``: a wildcard incoming event matches every registration."""
-    if _is_wildcard(incoming):
-        return True
-    return registered.matches(incoming)
-
-
-def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[ClusterEvent]:
-    """The events a pod update stands for (``framework.PodSchedulingPropertiesChange``)."""
-    resource = EventResource.ASSIGNED_POD if new.node_name else EventResource.UNSCHEDULED_POD
-    prefix = str(resource)
-    events: list[ClusterEvent] = []
-    if old.labels != new.labels:
-        events.append(ClusterEvent(resource, ActionType.UPDATE_POD_LABEL, f"{prefix}UpdatePodLabel"))
-    if _scaled_down(old, new):
-        events.append(ClusterEvent(resource, ActionType.UPDATE_POD_SCALE_DOWN, f"{prefix}UpdatePodScaleDown"))
-    if old.scheduling_gates and not new.scheduling_gates:
-        events.append(
-            ClusterEvent(
-                resource,
-                ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
-                f"{prefix}UpdatePodSchedulingGatesEliminated",
-            )
-        )
-    if old.tolerations != new.tolerations:
-        events.append(
-            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodToleration")
-        )
-    if not events:
-        events.append(ClusterEvent(resource, UPDATE_POD_OTHER, f"{prefix}Update"))
-    return events
-
-
-def _scaled_down(old: PodSpec, new: PodSpec) -> bool:
-    o, n = old.requests, new.requests
-    pairs = [
-        (o.milli_cpu, n.milli_cpu),
-        (o.memory, n.memory),
-        (o.ephemeral_storage, n.ephemeral_storage),
-    ]
-    pairs.extend((amount, n.scalar.get(name, 0)) for name, amount in o.scalar.items())
-    return any(before > after for before, after in pairs if before)
 
 
 _VOLATILE_META = ("resourceVersion", "generation", "managedFields", "finalizers")
@@ -813,7 +741,7 @@ class PriorityQueue:
 
     def is_event_of_interest(self, event: ClusterEvent) -> bool:
         """Can ``event`` move any pod? Lets most events skip walking the pool."""
-        if _is_wildcard(event):
+        if is_wildcard(event):
             return True
         # Memoised per event: every assigned pod's add/update asks this while pods are in flight
         # (~3% of our CPU in SchedulingBasic). Valid while the hints and the rejectors seen stay
@@ -851,7 +779,7 @@ class PriorityQueue:
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
         if not rejectors:
             return QueueingStrategy.AFTER_BACKOFF
-        if _is_wildcard(event):
+        if is_wildcard(event):
             if new is not None and (not isinstance(new, PodSpec) or new.uid != qpi.uid):
                 return QueueingStrategy.SKIP  # a wildcard aimed at another pod
             return QueueingStrategy.AFTER_BACKOFF
@@ -932,9 +860,8 @@ class PriorityQueue:
 
     def assigned_pod_updated(self, old: PodSpec, new: PodSpec, event: ClusterEvent | None = None) -> None:
         events = [event] if event is not None else pod_scheduling_properties_change(old, new)
-        scale_down = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCALE_DOWN)
         for ev in events:
-            if match_cluster_event(scale_down, ev):
+            if match_cluster_event(POD_SCALE_DOWN, ev):
                 # Freed resources may help pods rejected by NodeResourcesFit: no pre-filter.
                 self.move_all_to_active_or_backoff(ev, old, new)
             else:
