@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
-from kopf_scheduler.cache.cache import Cache, CacheError
+from kopf_scheduler.cache.cache import CacheError
+from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
@@ -26,7 +27,7 @@ from kopf_scheduler.framework.events import (
     object_event,
     pod_scheduling_properties_change,
 )
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
+from kopf_scheduler.queue.interface import SchedulingQueue
 
 __all__ = ["EventHandlers"]
 
@@ -40,7 +41,9 @@ class EventHandlers:
     """``reject_waiting_pod(uid) -> bool`` may be set by the scheduler so that deleting a pod
     waiting at Permit rejects it instead of forgetting it under the binding cycle's feet."""
 
-    def __init__(self, cache: Cache, queue: PriorityQueue, is_responsible: Callable[[PodSpec], bool]) -> None:
+    def __init__(
+        self, cache: SchedulerCache, queue: SchedulingQueue, is_responsible: Callable[[PodSpec], bool]
+    ) -> None:
         self.cache = cache
         self.queue = queue
         self.is_responsible = is_responsible
@@ -92,10 +95,7 @@ class EventHandlers:
             self.cache.add_pod(pod)
         except CacheError:
             log.exception("cache add_pod failed for %s", pod.key)
-        if self.queue.queueing_hints:
-            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
-        else:
-            self.queue.assigned_pod_added(pod)
+        self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def _update_assigned(self, old: PodSpec, new: PodSpec) -> None:
         try:
@@ -103,10 +103,7 @@ class EventHandlers:
         except CacheError:
             log.exception("cache update_pod failed for %s", new.key)
         for event in pod_scheduling_properties_change(old, new):
-            if self.queue.queueing_hints:
-                self.queue.move_all_to_active_or_backoff(event, old, new)
-            else:
-                self.queue.assigned_pod_updated(old, new, event)
+            self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def _delete_assigned(self, pod: PodSpec) -> None:
         try:

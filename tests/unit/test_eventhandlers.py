@@ -161,26 +161,6 @@ def test_assigned_pod_label_update_raises_label_event() -> None:
     assert (env.where(aff), env.where(fit)) == ("active", "unschedulable")
 
 
-def test_assigned_pod_fast_path_without_hints() -> None:
-    env = Env(queueing_hints=False)
-    env.handlers.add_node(make_node("n1"))
-    affinity = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
-            ]
-        }
-    }
-    wants = make_pod("wants", affinity=affinity)
-    elsewhere = make_pod("elsewhere", namespace="other", affinity=affinity)
-    env.reject(wants, "InterPodAffinity")
-    env.reject(elsewhere, "InterPodAffinity")
-    env.handlers.add_pod(make_pod("web", labels={"app": "web"}, node_name="n1"))
-    assert (env.where(wants), env.where(elsewhere)) == ("unschedulable", "unschedulable")
-    env.handlers.add_pod(make_pod("db", labels={"app": "db"}, node_name="n1"))
-    assert (env.where(wants), env.where(elsewhere)) == ("active", "unschedulable")
-
-
 def test_update_of_unassigned_pod_same_resource_version_ignored() -> None:
     env = Env()
     raw = pod_dict("a")

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from kopf_scheduler.api.objects import PodSpec
-    from kopf_scheduler.framework.types import NodeInfo
+    from kopf_scheduler.framework.client import ClusterClient
+    from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
+    from kopf_scheduler.metrics.recorder import MetricsRecorder
 
 __all__ = [
     "MAX_NODE_SCORE",
@@ -50,6 +52,7 @@ __all__ = [
     "NodeLister",
     "PermitPlugin",
     "Plugin",
+    "PodNominator",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
@@ -219,16 +222,63 @@ class NodeLister(Protocol):
     def have_pods_with_required_anti_affinity_list(self) -> Sequence[NodeInfo]: ...
 
 
+class PodNominator(Protocol):
+    """Pods nominated to nodes by preemption (``framework.PodNominator``); the queue owns one."""
+
+    def add_nominated_pod(self, pod: PodSpec, node_name: str = "") -> None: ...
+
+    def delete_nominated_pod_if_exists(self, pod: PodSpec) -> None: ...
+
+    def update_nominated_pod(self, old: PodSpec, new: PodSpec) -> None: ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]: ...
+
+    def __len__(self) -> int:
+        """How many pods are nominated (0 lets filtering skip the nominated-pods pass)."""
+        ...
+
+
 class Handle(Protocol):
-    """What plugins get from the framework at construction (``framework.Handle``)."""
+    """What plugins get from the framework at construction (``framework.Handle``): the
+    framework's own services, fixed for its lifetime, and the runner preemption's what-ifs use."""
 
     @property
-    def snapshot(self) -> NodeLister: ...
+    def snapshot(self) -> NodeLister:
+        """The cycle's snapshot (the same object every cycle; refreshed in place)."""
+        ...
 
     # Cluster objects other than pods and nodes (PVCs, PVs, StorageClasses, CSINodes, PDBs,
     # Namespaces), keyed by kind then by "namespace/name" or "name". Filled by the edge.
     @property
     def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    @property
+    def client(self) -> ClusterClient | None:
+        """The cluster's writes, for binding-side plugins; None in a framework that never binds."""
+        ...
+
+    @property
+    def nominator(self) -> PodNominator | None: ...
+
+    @property
+    def parallelism(self) -> int: ...
+
+    @property
+    def metrics(self) -> MetricsRecorder: ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]: ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
 
 
 # --- plugins ------------------------------------------------------------------------------------
@@ -255,9 +305,7 @@ class PreEnqueuePlugin(Protocol):
 class QueueSortPlugin(Protocol):
     name: str
 
-    def less(self, a: Any, b: Any) -> bool:
-        """``a`` and ``b`` are queued pod infos (``queue.QueuedPodInfo``)."""
-        ...
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
 
 
 @runtime_checkable

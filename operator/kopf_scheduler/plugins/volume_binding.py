@@ -935,7 +935,7 @@ class VolumeBinding(Plugin):
         pod_volumes = data.pod_volumes_by_node.get(node_name)
         if pod_volumes is None:
             return Status.as_error(LookupError(f'no pod volumes found for node "{node_name}"'))
-        client = getattr(self.handle, "client", None)
+        client = self.handle.client if self.handle is not None else None
         if client is None:
             return Status.as_error(RuntimeError("VolumeBinding needs handle.client to bind volumes"))
         objects = self._objects

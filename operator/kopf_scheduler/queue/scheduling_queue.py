@@ -26,18 +26,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec
-from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
 from kopf_scheduler.framework.events import (
-    EVENT_ASSIGNED_POD_ADD,
     EVENT_FORCE_ACTIVATE,
     EVENT_UNSCHEDULABLE_TIMEOUT,
     EVENT_UNSCHEDULED_POD_ADD,
     EVENT_UNSCHEDULED_POD_UPDATE,
-    POD_SCALE_DOWN,
     WILDCARD_EVENT,
     ClusterEvent,
     ClusterEventWithHint,
@@ -46,8 +43,10 @@ from kopf_scheduler.framework.events import (
     match_cluster_event,
     pod_scheduling_properties_change,
 )
-from kopf_scheduler.framework.interface import Code, PreEnqueuePlugin, Status
+from kopf_scheduler.framework.interface import Code, Status
+from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
+from kopf_scheduler.queue.interface import HintsMap, PreEnqueueCheck, PreEnqueueFn
 from kopf_scheduler.queue.nominator import Nominator
 
 __all__ = [
@@ -59,7 +58,6 @@ __all__ = [
     "QueuedPodInfo",
     "QueueingStrategy",
     "default_less",
-    "is_pod_updated",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,10 +74,6 @@ POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
 _WILDCARD_REGISTRATION = (ClusterEventWithHint(WILDCARD_EVENT),)
 
-# plugin name -> the events it registered (with their hints)
-HintsMap = Mapping[str, Sequence[ClusterEventWithHint]]
-PreEnqueueFn = Callable[[PodSpec], Sequence[PreEnqueuePlugin]]
-PreEnqueueCheck = Callable[[PodSpec], bool]
 
 
 class QueueingStrategy(enum.IntEnum):
@@ -93,31 +87,6 @@ BACKOFF_Q = "backoff"
 UNSCHEDULABLE_Q = "unschedulable"
 
 
-@dataclass(slots=True, eq=False)
-class QueuedPodInfo:
-    """A pod in the queue plus what the queue knows of its past attempts."""
-
-    pod: PodSpec
-    timestamp: float = 0.0
-    initial_attempt_timestamp: float | None = None
-    attempts: int = 0
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    pending_plugins: set[str] = field(default_factory=set)
-    gating_plugin: str = ""
-    unschedulable_count: int = 0
-    consecutive_errors_count: int = 0
-    backoff_expiration: float | None = None
-
-    @property
-    def gated(self) -> bool:
-        """Rejected by a PreEnqueue plugin: kept out of activeQ until an event lifts the gate."""
-        return bool(self.gating_plugin)
-
-    @property
-    def uid(self) -> str:
-        return self.pod.uid
-
-
 def _errored(qpi: QueuedPodInfo) -> bool:
     """Failed with an error rather than rejected by plugins (the reference's podErrorBackoffQ)."""
     return not qpi.unschedulable_plugins and not qpi.pending_plugins
@@ -128,27 +97,6 @@ def default_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     if a.pod.priority != b.pod.priority:
         return a.pod.priority > b.pod.priority
     return a.timestamp < b.timestamp
-
-
-_VOLATILE_META = ("resourceVersion", "generation", "managedFields", "finalizers")
-
-
-def is_pod_updated(old: PodSpec, new: PodSpec) -> bool:
-    """Whether an update changed more than status/bookkeeping (``isPodUpdated``)."""
-
-    def strip(raw: Mapping[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in raw.items() if k != "status"}
-        meta = raw.get("metadata")
-        if isinstance(meta, Mapping):
-            out["metadata"] = {k: v for k, v in meta.items() if k not in _VOLATILE_META}
-        status = raw.get("status")
-        if isinstance(status, Mapping) and "resourceClaimStatuses" in status:
-            out["status"] = {"resourceClaimStatuses": status["resourceClaimStatuses"]}
-        return out
-
-    if not old.raw and not new.raw:
-        return old is not new
-    return strip(old.raw) != strip(new.raw)
 
 
 # --- an indexed binary heap ---------------------------------------------------------------------
@@ -288,8 +236,6 @@ class PriorityQueue:
         hints: HintsMap | Callable[[PodSpec], HintsMap] | None = None,
         *,
         nominator: Nominator | None = None,
-        namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
-        queueing_hints: bool = True,
         pop_from_backoff: bool = True,
         metrics: MetricsRecorder | None = None,
     ) -> None:
@@ -302,8 +248,6 @@ class PriorityQueue:
         self.hints: HintsMap | Callable[[PodSpec], HintsMap] = hints if hints is not None else {}
         self._all_hints: list[HintsMap] | None = None
         self.nominator = nominator if nominator is not None else Nominator()
-        self.namespace_labels = namespace_labels
-        self.queueing_hints = queueing_hints
         self.pop_from_backoff = pop_from_backoff
 
         self._less = less
@@ -313,7 +257,6 @@ class PriorityQueue:
         self._gated: set[str] = set()
 
         self.scheduling_cycle = 0
-        self.move_request_cycle = -1
         self._in_flight: dict[str, int] = {}  # uid -> sequence number of the first event it may see
         self._in_flight_pods: dict[str, PodSpec] = {}
         self._deleted_in_flight: set[str] = set()
@@ -504,13 +447,12 @@ class PriorityQueue:
     def update(self, old: PodSpec, new: PodSpec) -> None:
         """An update of an unscheduled pod; may lift a gate or make a rejected pod schedulable."""
         uid = new.uid
-        events = pod_scheduling_properties_change(old, new) if self.queueing_hints else []
+        events = pod_scheduling_properties_change(old, new)
         if uid in self._in_flight:
             # It comes back through add_unschedulable_if_not_present; replay the update then.
             self._in_flight_pods[uid] = new
-            if self.queueing_hints:
-                for ev in events:
-                    self._record_event(ev, old, new)
+            for ev in events:
+                self._record_event(ev, old, new)
             return
         for heap in (self._active, self._backoff):
             qpi = heap.get(uid)
@@ -523,25 +465,16 @@ class PriorityQueue:
         if qpi is not None:
             qpi.pod = new
             self.nominator.update_nominated_pod(old, new)
-            if self.queueing_hints:
-                for ev in events:
-                    strategy = self._worth_requeuing(qpi, ev, old, new)
-                    if strategy == QueueingStrategy.SKIP:
-                        continue
-                    self._pool_remove(uid)
-                    where = self._requeue(qpi, strategy, ev.label, from_pool=True)
-                    if where == ACTIVE_Q:
-                        self._broadcast()
-                    if where != UNSCHEDULABLE_Q:
-                        break
-                return
-            if is_pod_updated(old, new):
-                if self.is_backing_off(qpi):
-                    self._move_to_backoff(qpi, EVENT_UNSCHEDULED_POD_UPDATE.label)
-                elif self._move_to_active(qpi, EVENT_UNSCHEDULED_POD_UPDATE.label):
+            for ev in events:
+                strategy = self._worth_requeuing(qpi, ev, old, new)
+                if strategy == QueueingStrategy.SKIP:
+                    continue
+                self._pool_remove(uid)
+                where = self._requeue(qpi, strategy, ev.label, from_pool=True)
+                if where == ACTIVE_Q:
                     self._broadcast()
-                return
-            self._pool_put(qpi)
+                if where != UNSCHEDULABLE_Q:
+                    break
             return
         # Not queued at all: added as new, under the reference's label for it.
         if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_ADD.label):
@@ -573,7 +506,6 @@ class PriorityQueue:
                 continue
             if pod.uid in self._in_flight:
                 self._record_event(EVENT_FORCE_ACTIVATE, None, pod)
-                self.move_request_cycle = self.scheduling_cycle
         if activated:
             self._broadcast()
 
@@ -691,13 +623,6 @@ class PriorityQueue:
             for plugin in qpi.unschedulable_plugins | qpi.pending_plugins:
                 self.metrics.unschedulable_reason(plugin, profile, 1)
 
-            if not self.queueing_hints:
-                rejected = qpi.unschedulable_plugins or qpi.pending_plugins
-                if self.move_request_cycle >= scheduling_cycle or not rejected:
-                    self._move_to_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
-                else:
-                    self._pool_put(qpi, SCHEDULE_ATTEMPT_FAILURE)
-                return
             strategy = self._hint_for_in_flight(qpi)
             if self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE) == ACTIVE_Q:
                 self._broadcast()
@@ -790,7 +715,7 @@ class PriorityQueue:
                 if not match_cluster_event(reg.event, event):
                     continue
                 hint = QueueingHint.QUEUE
-                if reg.hint is not None and self.queueing_hints:
+                if reg.hint is not None:
                     try:
                         hint = reg.hint(qpi.pod, old, new)
                     except Exception:
@@ -825,9 +750,7 @@ class PriorityQueue:
         """No pool pod could move and no in-flight pod could need the event replayed.
 
         The initial listing delivers every pod and node as an event while the queue is still empty;
-        without this check each of them walked every plugin's registrations for nothing. Skipping
-        the ``move_request_cycle`` update is exact here: it only matters to pods already in flight.
-        """
+        without this check each of them walked every plugin's registrations for nothing."""
         return not self._unschedulable and not self._in_flight
 
     def _move_pods(self, pods: Sequence[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
@@ -848,41 +771,9 @@ class PriorityQueue:
             self._pool_remove(qpi.uid)
             if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
-        self.move_request_cycle = self.scheduling_cycle
-        if self.queueing_hints:
-            self._record_event(event, old, new)
+        self._record_event(event, old, new)
         if activated:
             self._broadcast()
-
-    def assigned_pod_added(self, pod: PodSpec) -> None:
-        """A bound pod appeared: only pods whose cross-topology terms could match it can move."""
-        self._move_pods(self._pods_with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
-
-    def assigned_pod_updated(self, old: PodSpec, new: PodSpec, event: ClusterEvent | None = None) -> None:
-        events = [event] if event is not None else pod_scheduling_properties_change(old, new)
-        for ev in events:
-            if match_cluster_event(POD_SCALE_DOWN, ev):
-                # Freed resources may help pods rejected by NodeResourcesFit: no pre-filter.
-                self.move_all_to_active_or_backoff(ev, old, new)
-            else:
-                self._move_pods(self._pods_with_cross_topology_term(new), ev, old, new)
-
-    def _pods_with_cross_topology_term(self, pod: PodSpec) -> list[QueuedPodInfo]:
-        ns_labels: Mapping[str, str] | None = None
-        out: list[QueuedPodInfo] = []
-        for qpi in self._unschedulable.values():
-            if "PodTopologySpread" in qpi.unschedulable_plugins and pod.namespace == qpi.pod.namespace:
-                out.append(qpi)
-                continue
-            aff = qpi.pod.affinity
-            terms = aff.pod_affinity.required if aff and aff.pod_affinity else ()
-            for term in terms:
-                if ns_labels is None and term.namespace_selector is not None:
-                    ns_labels = self.namespace_labels(pod.namespace) if self.namespace_labels else {}
-                if _term_matches(term, qpi.pod, pod, ns_labels or {}):
-                    out.append(qpi)
-                    break
-        return out
 
     # -- flushing --
 
@@ -977,31 +868,3 @@ class PriorityQueue:
     def close(self) -> None:
         self._closed = True
         self._broadcast()
-
-
-def _term_matches(
-    term: PodAffinityTerm, owner: PodSpec, candidate: PodSpec, ns_labels: Mapping[str, str]
-) -> bool:
-    """Does ``candidate`` match an affinity term of pending pod ``owner`` (``AffinityTerm.Matches``)."""
-    namespaces = term.namespaces
-    if not namespaces and term.namespace_selector is None:
-        namespaces = frozenset((owner.namespace,))
-    in_ns = candidate.namespace in namespaces or (
-        term.namespace_selector is not None and term.namespace_selector.matches(ns_labels)
-    )
-    if not in_ns or term.selector is None:
-        return False
-    selector: LabelSelector = term.selector
-    extra = [
-        LabelSelectorRequirement(key, "In", frozenset((owner.labels[key],)))
-        for key in term.match_label_keys
-        if key in owner.labels
-    ]
-    extra += [
-        LabelSelectorRequirement(key, "NotIn", frozenset((owner.labels[key],)))
-        for key in term.mismatch_label_keys
-        if key in owner.labels
-    ]
-    if extra:
-        selector = selector.with_requirements(extra)
-    return selector.matches(candidate.labels)
