@@ -24,7 +24,7 @@ import numpy as np
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.cache.snapshot import Snapshot
-from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec, default_profile
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
@@ -37,6 +37,7 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
+from kopf_scheduler.framework.profiles import default_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices, is_success
 from kopf_scheduler.framework.types import QueuedPodInfo

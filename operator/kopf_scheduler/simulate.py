@@ -24,7 +24,8 @@ import yaml
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec, load_profile
+from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.simulate_admission import Admission, AdmissionError
 
 __all__ = [
@@ -172,13 +173,13 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     """Schedule the pending pods once each, in queue order; outcomes in input order."""
     from kopf_scheduler.cache.cache import Cache
     from kopf_scheduler.eventhandlers import EventHandlers
+    from kopf_scheduler.memory_client import MemoryClusterClient
     from kopf_scheduler.queue.scheduling_queue import PriorityQueue
     from kopf_scheduler.scheduler import ProfileSet, Scheduler
-    from kopf_scheduler.testing.fake_client import FakeClusterClient
 
     cache = Cache()
     queue = PriorityQueue()
-    client = FakeClusterClient(objects=inputs.objects)
+    client = MemoryClusterClient(objects=inputs.objects)
     profiles = ProfileSet(inputs.profiles)
     sched = Scheduler(cache, queue, client, profiles, rng=random.Random(seed), objects=inputs.objects)
 

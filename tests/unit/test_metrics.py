@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.metrics.prometheus import PENDING_QUEUES, PrometheusMetrics, exponential_buckets

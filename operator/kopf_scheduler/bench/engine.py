@@ -18,17 +18,17 @@ import random
 import time
 
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import load_profile
+from kopf_scheduler.framework.profiles import load_profile
+from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
 from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
 
 __all__ = ["bench", "main"]
 
 
-class _NoBindClient(FakeClusterClient):
+class _NoBindClient(MemoryClusterClient):
     """Binds succeed instantly; the benchmark measures decisions, not the apiserver."""
 
 

@@ -109,16 +109,16 @@ class World:
     def __init__(self, inputs: Inputs, exclude: frozenset[str] = frozenset()) -> None:
         from kopf_scheduler.cache.cache import Cache
         from kopf_scheduler.eventhandlers import EventHandlers
+        from kopf_scheduler.memory_client import MemoryClusterClient
         from kopf_scheduler.queue.scheduling_queue import PriorityQueue
         from kopf_scheduler.scheduler import ProfileSet, Scheduler
-        from kopf_scheduler.testing.fake_client import FakeClusterClient
 
         self.inputs = inputs
         self.cache = Cache()
         self.queue = PriorityQueue()
         self.profiles = ProfileSet(inputs.profiles)
         # Never written to: nothing here binds, reports or evicts.
-        client = FakeClusterClient(objects=inputs.objects)
+        client = MemoryClusterClient(objects=inputs.objects)
         self.scheduler: Scheduler = Scheduler(
             self.cache, self.queue, client, self.profiles, rng=random.Random(0), objects=inputs.objects
         )

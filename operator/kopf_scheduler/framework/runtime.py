@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kopf_scheduler.config.profile import ResolvedPlugins, SchedulerProfileSpec, resolve_plugins
+from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.framework.diagnosis import Diagnosis
 from kopf_scheduler.framework.events import WILDCARD_EVENT
 from kopf_scheduler.framework.interface import (
@@ -35,6 +35,7 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
     Status,
 )
+from kopf_scheduler.framework.profiles import ResolvedPlugins, resolve_plugins
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.metrics.recorder import (
     BIND,
@@ -381,23 +382,14 @@ class Framework:
 
     @property
     def snapshot(self) -> Snapshot:
+        """The snapshot the owner refreshes each cycle (the scheduler's, via FrameworkServices)."""
         if self._snapshot is None:
-            from kopf_scheduler.cache.snapshot import Snapshot
-
-            self._snapshot = Snapshot()
+            raise RuntimeError("this framework was built without a snapshot")
         return self._snapshot
-
-    @snapshot.setter
-    def snapshot(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
 
     @property
     def objects(self) -> Mapping[str, Mapping[str, Any]]:
         return self._objects
-
-    @objects.setter
-    def objects(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
-        self._objects = objects
 
     @property
     def client(self) -> ClusterClient | None:
