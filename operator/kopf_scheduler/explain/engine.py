@@ -107,23 +107,18 @@ class World:
     """
 
     def __init__(self, inputs: Inputs, exclude: frozenset[str] = frozenset()) -> None:
-        from kopf_scheduler.cache.cache import Cache
-        from kopf_scheduler.eventhandlers import EventHandlers
+        from kopf_scheduler.engine import new_engine
         from kopf_scheduler.memory_client import MemoryClusterClient
-        from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-        from kopf_scheduler.scheduler import ProfileSet, Scheduler
 
         self.inputs = inputs
-        self.cache = Cache()
-        self.queue = PriorityQueue()
-        self.profiles = ProfileSet(inputs.profiles)
         # Never written to: nothing here binds, reports or evicts.
         client = MemoryClusterClient(objects=inputs.objects)
-        self.scheduler: Scheduler = Scheduler(
-            self.cache, self.queue, client, self.profiles, rng=random.Random(0), objects=inputs.objects
-        )
-        profiles = self.profiles
-        handlers = EventHandlers(self.cache, self.queue, lambda pod: pod.scheduler_name in profiles)
+        engine = new_engine(client, inputs.profiles, objects=inputs.objects, rng=random.Random(0))
+        self.cache = engine.cache
+        self.queue = engine.queue
+        self.profiles = engine.profiles
+        self.scheduler: Scheduler = engine.scheduler
+        handlers = engine.handlers
         for node in inputs.nodes:
             handlers.add_node(node)
         for pod in [*inputs.running, *inputs.pending]:
