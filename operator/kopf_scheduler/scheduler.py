@@ -23,7 +23,6 @@ import numpy as np
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.interface import SchedulerCache
-from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
@@ -40,6 +39,7 @@ from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
 from kopf_scheduler.framework.profiles import default_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices, is_success
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import (
     CODE_LABELS,

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
-from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.runtime import Framework
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.testing.builders import node_dict, pod_dict
 

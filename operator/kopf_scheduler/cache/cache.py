@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
-from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import ImageState, NodeInfo, next_generation
 
 __all__ = ["NAMESPACED_KINDS", "Cache", "CacheError", "NodeTree", "object_key", "zone_key"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import NodeSpec, PodSpec
-    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = ["SchedulerCache"]

@@ -61,9 +61,9 @@ from kopf_scheduler.metrics.recorder import (
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
-    from kopf_scheduler.cache.snapshot import Snapshot
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.interface import PodNominator
+    from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [
