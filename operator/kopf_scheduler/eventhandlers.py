@@ -11,7 +11,7 @@ count as deleted, as the reference's pod informer never lists them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
@@ -184,51 +184,3 @@ class EventHandlers:
         event = object_event(kind, ActionType.DELETE)
         if event is not None:
             self.queue.move_all_to_active_or_backoff(event, raw, None)
-
-    # -- re-list --
-
-    def reconcile_pods(self, pods: Iterable[PodSpec]) -> int:
-        """Bring cache and queue to a fresh pod list: drop what is gone, add or update the rest.
-
-        A re-list after a 410 delivers no deletions, so pods missing from it are deleted here.
-        Returns how many pods were dropped.
-        """
-        current = {pod.uid: pod for pod in pods}
-        dropped = 0
-        for cached in self.cache.pods():
-            if cached.uid in current:
-                continue
-            dropped += 1
-            if self.cache.is_assumed(cached.uid):
-                self.queue.delete(cached)
-                self._handle_assumed_pod_deletion(cached)
-            else:
-                self._delete_assigned(cached)
-        for queued in self.queue.known_pods():
-            if queued.uid not in current:
-                dropped += 1
-                self._delete_from_queue(queued)
-        known = {p.uid: p for p in self.queue.known_pods()}
-        for pod in current.values():
-            old = self.cache.get_pod(pod.uid) or known.get(pod.uid)
-            if old is None:
-                self.add_pod(pod)
-            elif old is not pod:
-                self.update_pod(old, pod)
-        return dropped
-
-    def reconcile_nodes(self, nodes: Iterable[NodeSpec]) -> int:
-        """Like ``reconcile_pods`` for nodes; returns how many nodes were dropped."""
-        current = {node.name: node for node in nodes}
-        dropped = 0
-        for known in [info.node for info in self.cache.node_infos()]:
-            if known is not None and known.name not in current:
-                dropped += 1
-                self.delete_node(known)
-        for node in current.values():
-            existing = self.cache.get_node_info(node.name)
-            if existing is None or existing.node is None:
-                self.add_node(node)
-            elif existing.node is not node:
-                self.update_node(existing.node, node)
-        return dropped

@@ -34,11 +34,12 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     PreEnqueuePlugin,
     Status,
+    is_success,
 )
 from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
 from kopf_scheduler.framework.profiles import default_profile
 from kopf_scheduler.framework.registry import Registry
-from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices, is_success
+from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices
 from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import (

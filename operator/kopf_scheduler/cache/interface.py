@@ -7,7 +7,7 @@ scheduler placed whose binding the watch has not confirmed yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -33,10 +33,6 @@ class SchedulerCache(Protocol):
 
     def remove_node(self, node: NodeSpec | str) -> None: ...
 
-    def get_node_info(self, name: str) -> NodeInfo | None: ...
-
-    def node_infos(self) -> Iterable[NodeInfo]: ...
-
     # -- pods --
 
     def add_pod(self, pod: PodSpec) -> None: ...
@@ -46,8 +42,6 @@ class SchedulerCache(Protocol):
     def remove_pod(self, pod: PodSpec) -> None: ...
 
     def get_pod(self, uid: str) -> PodSpec | None: ...
-
-    def pods(self) -> list[PodSpec]: ...
 
     # -- the scheduler's own placements --
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
-from kopf_scheduler.framework.interface import Code, CycleState, Status
-from kopf_scheduler.framework.runtime import FrameworkError, is_success
+from kopf_scheduler.framework.interface import Code, CycleState, Status, is_success
+from kopf_scheduler.framework.runtime import FrameworkError
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec

@@ -68,6 +68,7 @@ __all__ = [
     "ReservePlugin",
     "ScorePlugin",
     "Status",
+    "is_success",
 ]
 
 MAX_NODE_SCORE = 100

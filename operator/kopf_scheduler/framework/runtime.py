@@ -34,6 +34,7 @@ from kopf_scheduler.framework.interface import (
     PreBindPreFlightPlugin,
     PreFilterResult,
     Status,
+    is_success,
 )
 from kopf_scheduler.framework.profiles import ResolvedPlugins, resolve_plugins
 from kopf_scheduler.framework.registry import Registry
@@ -141,10 +142,6 @@ class FrameworkError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message)
         self.status = status
-
-
-def is_success(status: Status | None) -> bool:
-    return status is None or status.code == Code.SUCCESS
 
 
 # fwk.Code.String()

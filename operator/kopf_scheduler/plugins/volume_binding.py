@@ -50,6 +50,7 @@ from kopf_scheduler.plugins._volumes import (
     claim_selector,
     meta,
     not_found,
+    pod_uses_claim,
     pv_class,
     pv_matches_node,
     pvc_class,
@@ -455,14 +456,7 @@ class VolumeBinding(Plugin):
 
     @staticmethod
     def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        m = meta(new)
-        if (m.get("namespace") or "default") != pod.namespace:
-            return QueueingHint.QUEUE_SKIP
-        for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is not None and claim[0] == m.get("name"):
-                return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _after_storage_class_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:

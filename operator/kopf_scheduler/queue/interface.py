@@ -58,8 +58,6 @@ class SchedulingQueue(Protocol):
 
     def is_known(self, uid: str) -> bool: ...
 
-    def known_pods(self) -> list[PodSpec]: ...
-
     # -- cluster events --
 
     def move_all_to_active_or_backoff(
