@@ -39,8 +39,16 @@ __all__ = [
 ]
 
 PROFILE_API_VERSION = "kopfscheduler.io/v1alpha1"
-NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget"}
-CLUSTER_SCOPED = {"PersistentVolume", "StorageClass", "CSINode", "Namespace", "PriorityClass"}
+NAMESPACED = {"PersistentVolumeClaim", "PodDisruptionBudget", "CSIStorageCapacity"}
+CLUSTER_SCOPED = {
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "VolumeAttachment",
+    "Namespace",
+    "PriorityClass",
+}
 
 
 class SimulationError(ValueError):

@@ -101,6 +101,10 @@ def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa
         ("create", "events.events.k8s.io", True),
         ("watch", "nodes", True),
         ("list", "persistentvolumeclaims", True),
+        ("watch", "csidrivers.storage.k8s.io", True),  # NodeVolumeLimits, VolumeBinding (v1.37)
+        ("watch", "volumeattachments.storage.k8s.io", True),
+        ("watch", "csistoragecapacities.storage.k8s.io", True),
+        ("create", "volumeattachments.storage.k8s.io", False),
         ("patch", "schedulerprofiles.kopfscheduler.io --subresource=status", True),
         ("patch", "clusterkopfpeerings.kopf.dev", True),
         ("create", "pods", False),

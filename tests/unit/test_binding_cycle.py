@@ -225,6 +225,58 @@ async def test_a_failing_pre_flight_fails_the_binding_cycle(answer: Status, mess
     assert not cache.is_assumed(pod.uid) and sum(queue.pending_pods().values()) == 1
 
 
+def _default_profile_with_a_wait_for_first_consumer_claim() -> tuple[Scheduler, PriorityQueue, OrderedClient]:
+    """The default profile (real VolumeBinding) and one unbound claim of a WaitForFirstConsumer class
+    left to dynamic provisioning; the fake client plays the provisioner and the PV controller."""
+    objects: dict[str, dict[str, Any]] = {
+        "StorageClass": {
+            "wffc": {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": "wffc"},
+                "provisioner": "csi.example.com",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            }
+        },
+        "PersistentVolumeClaim": {
+            "default/data": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": "data",
+                    "namespace": "default",
+                    "uid": "data-uid",
+                    "resourceVersion": "1",
+                },
+                "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"]},
+            }
+        },
+        "PersistentVolume": {},
+    }
+    cache, queue, client = Cache(), PriorityQueue(), OrderedClient()
+    client.objects = objects
+    profiles = ProfileSet([load_profile({"schedulerName": "kopf-scheduler"})])
+    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(1), objects=objects)
+    cache.add_node(make_node("n0", cpu="2"))
+    return sched, queue, client
+
+
+@pytest.mark.parametrize(("claim", "nominated"), [(True, True), (False, False)])
+async def test_volume_binding_pre_flight_nominates_a_pod_whose_claim_waits_for_binding(
+    claim: bool, nominated: bool
+) -> None:
+    sched, queue, client = _default_profile_with_a_wait_for_first_consumer_claim()
+    volumes = [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}] if claim else []
+    pod = make_pod("p", cpu="1", volumes=volumes)
+    queue.add(pod)
+    assert await sched.schedule_one()
+    await sched.wait_for_bindings()
+    expected = [("nominate", pod.key, "n0")] if nominated else []
+    assert client.calls == [*expected, ("bind", pod.key, "n0")]
+    assert client.bound_volumes == ([(pod.key, (("default/data", ""),))] if claim else [])
+    assert client.failed_messages(pod.key) == []
+
+
 # --- DefaultBinder's retries ------------------------------------------------------------------------
 
 

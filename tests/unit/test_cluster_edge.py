@@ -653,3 +653,33 @@ async def test_bound_node_reads_the_pod_back_and_checks_its_uid(server: Any) -> 
     client.responses[("GET", path)] = (404, {"message": "gone"})
     with pytest.raises(NotFound):
         await client.bound_node(_pod())
+
+
+# --- plugin objects: informers and RBAC -----------------------------------------------------------
+
+
+def test_every_plugin_object_informer_is_allowed_by_the_cluster_role() -> None:
+    """The 1.37 volume plugins read CSIDriver, VolumeAttachment and CSIStorageCapacity: the edge
+    lists+watches them, and the manifests' ClusterRole lets the ServiceAccount do so."""
+    from pathlib import Path
+
+    import yaml
+
+    from kopf_scheduler.cluster.operator import OBJECT_KINDS
+
+    paths = {k.kind: k.path for k in OBJECT_KINDS}
+    assert paths["CSIDriver"] == "/apis/storage.k8s.io/v1/csidrivers"
+    assert paths["VolumeAttachment"] == "/apis/storage.k8s.io/v1/volumeattachments"
+    assert paths["CSIStorageCapacity"] == "/apis/storage.k8s.io/v1/csistoragecapacities"
+    rbac = Path(__file__).resolve().parents[2] / "manifests" / "10-rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(rbac.read_text()) if d and d["kind"] == "ClusterRole")
+    for kind, path in paths.items():
+        parts = path.strip("/").split("/")
+        group, resource = ("" if parts[0] == "api" else parts[1]), parts[-1]
+        verbs = {
+            v
+            for rule in role["rules"]
+            if group in rule["apiGroups"] and resource in rule["resources"]
+            for v in rule["verbs"]
+        }
+        assert {"list", "watch"} <= verbs, kind

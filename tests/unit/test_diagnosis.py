@@ -23,14 +23,14 @@ def test_histogram_counts_and_sorts_as_strings() -> None:
             ),
             "c": Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                "node(s) had untolerated taint {k: v}",
+                "node(s) had untolerated taint(s)",
                 plugin="TaintToleration",
             ),
         }
     )
     assert str(FitError(None, 3, d)) == (
         "0/3 nodes are available: 1 Insufficient memory, "
-        "1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu."
+        "1 node(s) had untolerated taint(s), 2 Insufficient cpu."
     )
     assert d.unschedulable_plugins == {"NodeResourcesFit", "TaintToleration"}
 

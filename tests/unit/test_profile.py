@@ -69,8 +69,8 @@ def custom(**plugins: Any) -> dict[str, Any]:
 def test_default_plugins_and_weights_match_the_reference() -> None:
     merged = merge_plugins(None)
     enabled = [(p.name, p.weight) for p in merged.multi_point.enabled]
-    # v1.37.2 getDefaultPlugins + applyFeatureGates (NodeDeclaredFeatures GA, appended last),
-    # less DynamicResources (not implemented here).
+    # v1.37.2 getDefaultPlugins + applyFeatureGates (NodeDeclaredFeatures GA, appended last;
+    # DynamicResourceAllocation GA: DynamicResources, weight 2, right before DefaultPreemption).
     assert enabled == [
         ("SchedulingGates", None),
         ("PrioritySort", None),
@@ -86,6 +86,7 @@ def test_default_plugins_and_weights_match_the_reference() -> None:
         ("VolumeZone", None),
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
+        ("DynamicResources", 2),
         ("DefaultPreemption", None),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
@@ -99,10 +100,10 @@ def test_default_plugins_and_weights_match_the_reference() -> None:
         "NodeResourcesFit": 1,
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
+        "DynamicResources": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }
-    assert "DynamicResources" not in [n for n, _ in DEFAULT_MULTI_POINT]
     assert set(IN_TREE) >= {n for n, _ in DEFAULT_MULTI_POINT}
 
 

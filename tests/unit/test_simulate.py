@@ -112,8 +112,42 @@ def test_wait_for_first_consumer_claim_is_provisioned_for_the_chosen_node(
     # A StorageClass without volumeBindingMode is Immediate, so its unbound claim blocks the pod.
     assert pods["default/shipper"]["node"] == ""
     assert pods["default/shipper"]["message"] == (
-        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
     )
+
+
+def test_csi_driver_volume_attachment_and_csi_nodes_decide_node_volume_limits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pods = run_json(capsys, str(EX / "csi_attach_limits.yaml"), NO_PREEMPTION)
+    # node-a is full (a VolumeAttachment holds its one slot), node-c lacks the opted-in driver.
+    assert pods["default/first"]["node"] == "node-b"
+    assert pods["default/second"]["node"] == ""
+    assert pods["default/second"]["message"] == (
+        "0/3 nodes are available: 1 disk.csi.example.com CSI driver is not installed on the node, "
+        "2 node(s) exceed max volume count."
+    )
+
+
+@pytest.mark.parametrize(
+    ("dropped", "used", "unused"),
+    [
+        ("CSIDriver", "node-c", "node-a"),  # without the opt-in a missing driver is fine
+        ("VolumeAttachment", "node-a", "node-c"),  # node-a has its slot back
+    ],
+)
+def test_without_the_csi_driver_or_the_attachment_those_checks_pass(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, dropped: str, used: str, unused: str
+) -> None:
+    docs = (EX / "csi_attach_limits.yaml").read_text().split("\n---\n")
+    kept = [d for d in docs if f"kind: {dropped}\n" not in d]
+    assert len(kept) == len(docs) - 1
+    f = tmp_path / "cluster.yaml"
+    f.write_text("\n---\n".join(kept))
+    pods = run_json(capsys, str(f), NO_PREEMPTION)
+    placed = {pods[f"default/{p}"]["node"] for p in ("first", "second")}
+    assert used in placed and unused not in placed and "" not in placed
+    assert pods["default/first"]["message"] == pods["default/second"]["message"] == ""
 
 
 def test_wait_for_first_consumer_claim_is_bound_in_the_objects() -> None:

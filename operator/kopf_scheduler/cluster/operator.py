@@ -50,6 +50,10 @@ OBJECT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("PersistentVolume", "/api/v1/persistentvolumes"),
     ResourceKind("StorageClass", "/apis/storage.k8s.io/v1/storageclasses"),
     ResourceKind("CSINode", "/apis/storage.k8s.io/v1/csinodes"),
+    # NodeVolumeLimits (driver opt-in check, attachments counted) and VolumeBinding (capacity).
+    ResourceKind("CSIDriver", "/apis/storage.k8s.io/v1/csidrivers"),
+    ResourceKind("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments"),
+    ResourceKind("CSIStorageCapacity", "/apis/storage.k8s.io/v1/csistoragecapacities"),
     ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
     ResourceKind("Namespace", "/api/v1/namespaces"),
     ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),

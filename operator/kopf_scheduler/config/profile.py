@@ -57,9 +57,10 @@ EXTENSION_POINTS: dict[str, tuple[str, ...]] = {
 }
 
 # The reference's getDefaultPlugins (v1.37.2) with its default feature gates applied:
-# NodeDeclaredFeatures (GA) is appended last. DynamicResources (weight 2, before
-# DefaultPreemption there) is left out: we do not implement DRA. (name, weight) where weight
-# matters only for Score plugins.
+# NodeDeclaredFeatures (GA) is appended last and, DynamicResourceAllocation being GA and locked
+# on, DynamicResources (weight 2) goes right before DefaultPreemption (applyDynamicResources), so
+# its PostFilter runs first. Only its behaviour for pods without ResourceClaims is modelled.
+# (name, weight) where weight matters only for Score plugins.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
     ("PrioritySort", None),
@@ -75,6 +76,7 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),

@@ -199,8 +199,13 @@ class _StateData:
 
 
 def _state_not_found() -> Status:
-    """The reference's ``reading %q from cycleState: not found`` (Go quoting, not Python's repr)."""
-    return Status(Code.ERROR, f'reading "{STATE_KEY}" from cycleState: not found')
+    """The cycle state's own ``not found``: the reference's getStateData returns it unwrapped."""
+    return Status(Code.ERROR, "not found")
+
+
+def _no_pod_volume_for_node(node_name: str) -> Status:
+    """The reference's ``errNoPodVolumeForNode`` wrapped with the Go-quoted node name."""
+    return Status.as_error(LookupError(f'no pod volume found for node "{node_name}"'))
 
 
 class _VolumeError(Exception):
@@ -897,6 +902,20 @@ class VolumeBinding(Plugin):
 
     # -- PreBind --
 
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+        """Whether PreBind will write volume decisions for ``node_name`` (then binding may wait for
+        the PV controller, and the scheduler publishes the node as nominatedNodeName first): Skip
+        when Reserve found every claim bound (or the pod has none), None when the node has pending
+        volume work, an Error when Filter recorded none for it or the cycle state is missing."""
+        data = state.get(STATE_KEY)
+        if not isinstance(data, _StateData):
+            return _state_not_found()
+        if data.all_bound:
+            return Status(Code.SKIP)
+        if node_name not in data.pod_volumes_by_node:
+            return _no_pod_volume_for_node(node_name)
+        return None
+
     async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         """Ask the edge to write the volume decisions, then wait for the PV controller to bind.
 
@@ -928,7 +947,7 @@ class VolumeBinding(Plugin):
             return None
         pod_volumes = data.pod_volumes_by_node.get(node_name)
         if pod_volumes is None:
-            return Status.as_error(LookupError(f'no pod volumes found for node "{node_name}"'))
+            return _no_pod_volume_for_node(node_name)
         client = self.handle.client if self.handle is not None else None
         if client is None:
             return Status.as_error(RuntimeError("VolumeBinding needs handle.client to bind volumes"))

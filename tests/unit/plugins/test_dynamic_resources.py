@@ -36,20 +36,11 @@ def test_post_filter_without_its_pre_filter_state_is_an_error() -> None:
 
 
 def reference_default_spec() -> dict[str, Any]:
-    """v1.37.2's default plugins with DRA on: DynamicResources (weight 2) before DefaultPreemption
-    (added here while our default profile leaves it out)."""
-    enabled: list[dict[str, Any]] = []
-    has_dra = any(name == "DynamicResources" for name, _ in DEFAULT_MULTI_POINT)
-    for name, weight in DEFAULT_MULTI_POINT:
-        if name == "DefaultPreemption" and not has_dra:
-            enabled.append({"name": "DynamicResources", "weight": 2})
-        enabled.append({"name": name, **({"weight": weight} if weight else {})})
-    names = [e["name"] for e in enabled]
+    """Our default profile, which is v1.37.2's with DRA on: DynamicResources right before
+    DefaultPreemption."""
+    names = [name for name, _ in DEFAULT_MULTI_POINT]
     assert names.index("DynamicResources") == names.index("DefaultPreemption") - 1
-    return {
-        "schedulerName": "kopf-scheduler",
-        "plugins": {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}},
-    }
+    return {"schedulerName": "kopf-scheduler"}
 
 
 def run_one(pod: Any, nominated: str = "") -> FakeClusterClient:

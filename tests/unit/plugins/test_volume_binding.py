@@ -708,7 +708,68 @@ async def test_pre_bind_without_filter_decision_for_node_is_error() -> None:
     plugin, state, pod = _scheduled([pvc("pvc-a", "dyn-sc")], [], client, "pvc-a")
     status = await plugin.pre_bind(state, pod, "node-z")
     assert status is not None and status.code == Code.ERROR
-    assert status.message == 'no pod volumes found for node "node-z"'
+    assert status.message == 'no pod volume found for node "node-z"'
+
+
+# --- PreBindPreFlight (NominatedNodeNameForExpectation) ---------------------------------------
+
+
+def test_pre_bind_pre_flight_skips_a_pod_without_claims() -> None:
+    plugin, _ = _plugin(nodes=[node_info("node-a")])
+    pod, state = pod_with("pod-a"), CycleState()
+    assert plugin.pre_filter(state, pod, []) == (None, Status(Code.SKIP))
+    assert plugin.reserve(state, pod, "node-a") is None
+    assert plugin.pre_bind_pre_flight(state, pod, "node-a") == Status(Code.SKIP)
+
+
+def test_pre_bind_pre_flight_skips_when_every_claim_is_bound() -> None:
+    claim_ref = {"namespace": "default", "name": "pvc-a", "uid": "pvc-a-uid"}
+    plugin, state, pod = _scheduled(
+        [pvc("pvc-a", "wait-sc", bound_pv="pv-a")],
+        [pv("pv-a", "wait-sc", claim_ref=claim_ref)],
+        FakeClient(),
+        "pvc-a",
+    )
+    assert plugin.pre_bind_pre_flight(state, pod, "node-a") == Status(Code.SKIP)
+
+
+@pytest.mark.parametrize(
+    ("pvcs", "pvs"),
+    [([pvc("pvc-a", "wait-sc")], [pv("pv-1", "wait-sc")]), ([pvc("pvc-a", "dyn-sc")], [])],
+    ids=["static-binding", "dynamic-provisioning"],
+)
+def test_pre_bind_pre_flight_succeeds_when_the_node_has_volume_work(
+    pvcs: list[dict[str, Any]], pvs: list[dict[str, Any]]
+) -> None:
+    client = FakeClient()
+    plugin, state, pod = _scheduled(pvcs, pvs, client, "pvc-a")
+    assert plugin.pre_bind_pre_flight(state, pod, "node-a") is None
+    assert client.calls == []  # a pre-flight only looks
+
+
+def test_pre_bind_pre_flight_errors_for_a_node_without_volume_decisions() -> None:
+    plugin, state, pod = _scheduled([pvc("pvc-a", "dyn-sc")], [], FakeClient(), "pvc-a")
+    status = plugin.pre_bind_pre_flight(state, pod, "node-z")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'no pod volume found for node "node-z"'
+
+
+def test_pre_bind_pre_flight_without_state_is_not_found() -> None:
+    plugin, _ = _plugin()
+    status = plugin.pre_bind_pre_flight(CycleState(), pod_with_claims("pvc-a"), "node-a")
+    assert status is not None and status.code == Code.ERROR and status.message == "not found"
+
+
+def test_framework_pre_flight_wraps_the_volume_binding_error() -> None:
+    from kopf_scheduler.framework.profiles import load_profile
+    from kopf_scheduler.framework.runtime import Framework
+
+    # The default profile's PreBind plugins: VolumeBinding first, then DynamicResources.
+    fw = Framework(load_profile({"schedulerName": "s"}), objects={})
+    assert [p.name for p in fw.pre_bind_plugins] == ["VolumeBinding", "DynamicResources"]
+    status = fw.run_pre_bind_pre_flights(CycleState(), pod_with_claims("pvc-a"), "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'running PreBindPreFlight "VolumeBinding": not found'
 
 
 # --- events -----------------------------------------------------------------------------------
