@@ -110,10 +110,7 @@ def _per_pod_sizes(scheduler: Scheduler) -> dict[str, int]:
         "cache.pods": cache.pod_count(),
         "cache.assumed": len(cache._assumed),
         "queue": len(queue),
-        "queue.in_flight": len(queue._in_flight),
-        "queue.in_flight_pods": len(queue._in_flight_pods),
-        "queue.deleted_in_flight": len(queue._deleted_in_flight),
-        "queue.events": len(queue._events),
+        **{f"queue.{k}": v for k, v in queue._in_flight.sizes().items()},
         "nominator": len(queue.nominator),
         "scheduler.tasks": len(scheduler._tasks),
     }

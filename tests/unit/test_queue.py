@@ -348,13 +348,13 @@ def test_events_are_trimmed_when_nothing_is_in_flight() -> None:
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
     qb = pop(q)
     q.move_all_to_active_or_backoff(NODE_ALLOC)
-    assert len(q._events) == 2
+    assert len(q._in_flight._events) == 2
     q.done(qa.uid)
-    assert [e.event for e in q._events] == [NODE_ALLOC]  # b only needs the later event
+    assert [e.event for e in q._in_flight._events] == [NODE_ALLOC]  # b only needs the later event
     q.done(qb.uid)
-    assert not q._events
+    assert not q._in_flight._events
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
-    assert not q._events  # nothing in flight: nothing recorded
+    assert not q._in_flight._events  # nothing in flight: nothing recorded
 
 
 def test_delete_while_in_flight_drops_the_pod() -> None:

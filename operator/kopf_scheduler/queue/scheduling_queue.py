@@ -12,8 +12,9 @@ Three places a pending pod can be:
   longer than ``max_unschedulable_duration``.
 
 Events that arrive while a pod is being scheduled ("in flight", between ``pop`` and ``done``) are
-recorded and replayed against the pod when it comes back through
-``add_unschedulable_if_not_present``, so an event during its cycle is never lost.
+recorded (``in_flight.InFlight``) and replayed against the pod when it comes back through
+``add_unschedulable_if_not_present``, so an event during its cycle is never lost. Both heaps are
+``heap.Heap``; the protocol callers program against is ``interface.SchedulingQueue``.
 
 Single-threaded by design: everything runs on the operator's event loop, so no locks.
 """
@@ -24,9 +25,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec
@@ -46,6 +45,8 @@ from kopf_scheduler.framework.events import (
 from kopf_scheduler.framework.interface import Code, Status
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
+from kopf_scheduler.queue.heap import Heap
+from kopf_scheduler.queue.in_flight import InFlight
 from kopf_scheduler.queue.interface import HintsMap, PreEnqueueCheck, PreEnqueueFn
 from kopf_scheduler.queue.nominator import Nominator
 
@@ -99,122 +100,6 @@ def default_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     return a.timestamp < b.timestamp
 
 
-# --- an indexed binary heap ---------------------------------------------------------------------
-
-
-class _Heap:
-    """A binary heap keyed by pod UID with O(log n) delete and re-position."""
-
-    __slots__ = ("_items", "_less", "_pos")
-
-    def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
-        self._items: list[QueuedPodInfo] = []
-        self._pos: dict[str, int] = {}
-        self._less = less
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._pos
-
-    def __iter__(self) -> Iterator[QueuedPodInfo]:
-        return iter(list(self._items))
-
-    def get(self, uid: str) -> QueuedPodInfo | None:
-        i = self._pos.get(uid)
-        return None if i is None else self._items[i]
-
-    def push(self, qpi: QueuedPodInfo) -> None:
-        """Add, or replace the entry with the same UID and re-position it."""
-        i = self._pos.get(qpi.uid)
-        if i is not None:
-            self._items[i] = qpi
-            self._fix(i)
-            return
-        self._items.append(qpi)
-        self._pos[qpi.uid] = len(self._items) - 1
-        self._up(len(self._items) - 1)
-
-    def peek(self) -> QueuedPodInfo | None:
-        return self._items[0] if self._items else None
-
-    def pop(self) -> QueuedPodInfo | None:
-        if not self._items:
-            return None
-        return self._remove_at(0)
-
-    def remove(self, uid: str) -> QueuedPodInfo | None:
-        i = self._pos.get(uid)
-        return None if i is None else self._remove_at(i)
-
-    def fix(self, uid: str) -> None:
-        i = self._pos.get(uid)
-        if i is not None:
-            self._fix(i)
-
-    def _remove_at(self, i: int) -> QueuedPodInfo:
-        items = self._items
-        item = items[i]
-        last = items.pop()
-        del self._pos[item.uid]
-        if i < len(items):
-            items[i] = last
-            self._pos[last.uid] = i
-            self._fix(i)
-        return item
-
-    def _fix(self, i: int) -> None:
-        if not self._up(i):
-            self._down(i)
-
-    def _up(self, i: int) -> bool:
-        items, pos, less = self._items, self._pos, self._less
-        item = items[i]
-        moved = False
-        while i > 0:
-            parent = (i - 1) >> 1
-            if not less(item, items[parent]):
-                break
-            items[i] = items[parent]
-            pos[items[i].uid] = i
-            i = parent
-            moved = True
-        items[i] = item
-        pos[item.uid] = i
-        return moved
-
-    def _down(self, i: int) -> None:
-        items, pos, less = self._items, self._pos, self._less
-        n = len(items)
-        item = items[i]
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            right = child + 1
-            if right < n and less(items[right], items[child]):
-                child = right
-            if not less(items[child], item):
-                break
-            items[i] = items[child]
-            pos[items[i].uid] = i
-            i = child
-        items[i] = item
-        pos[item.uid] = i
-
-
-# --- the queue ----------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _InFlightEvent:
-    seq: int
-    event: ClusterEvent
-    old: Any
-    new: Any
-
-
 class PriorityQueue:
     """activeQ + backoffQ + unschedulable pool, shared by all profiles.
 
@@ -251,17 +136,13 @@ class PriorityQueue:
         self.pop_from_backoff = pop_from_backoff
 
         self._less = less
-        self._active = _Heap(less)
-        self._backoff = _Heap(self._backoff_less)
+        self._active = Heap(less)
+        self._backoff = Heap(self._backoff_less)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._gated: set[str] = set()
 
         self.scheduling_cycle = 0
-        self._in_flight: dict[str, int] = {}  # uid -> sequence number of the first event it may see
-        self._in_flight_pods: dict[str, PodSpec] = {}
-        self._deleted_in_flight: set[str] = set()
-        self._events: deque[_InFlightEvent] = deque()
-        self._event_seq = 0
+        self._in_flight = InFlight()
         self._seen_rejectors: set[str] = set()
         self._interest: dict[tuple[ClusterEvent, int], bool] = {}
 
@@ -288,7 +169,7 @@ class PriorityQueue:
         """Swap the QueueSort function (all profiles share it); re-heapifies activeQ."""
         self._less = less
         old = list(self._active)
-        self._active = _Heap(less)
+        self._active = Heap(less)
         for qpi in old:
             self._active.push(qpi)
 
@@ -439,7 +320,7 @@ class PriorityQueue:
             self.update(existing.pod, pod)
             return
         if pod.uid in self._in_flight:
-            self._in_flight_pods[pod.uid] = pod
+            self._in_flight.update(pod)
             return
         if self._move_to_active(self._new_qpi(pod), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
@@ -450,9 +331,9 @@ class PriorityQueue:
         events = pod_scheduling_properties_change(old, new)
         if uid in self._in_flight:
             # It comes back through add_unschedulable_if_not_present; replay the update then.
-            self._in_flight_pods[uid] = new
+            self._in_flight.update(new)
             for ev in events:
-                self._record_event(ev, old, new)
+                self._in_flight.record(ev, old, new)
             return
         for heap in (self._active, self._backoff):
             qpi = heap.get(uid)
@@ -488,7 +369,7 @@ class PriorityQueue:
         if removed is not None:
             self._drop_unschedulable_reasons(removed)
         if uid in self._in_flight:
-            self._deleted_in_flight.add(uid)
+            self._in_flight.mark_deleted(uid)
 
     def activate(self, pods: Iterable[PodSpec] | Mapping[str, PodSpec]) -> None:
         """Move pods waiting in backoffQ or the pool to activeQ right away (``Activate``)."""
@@ -505,7 +386,7 @@ class PriorityQueue:
                     activated = True
                 continue
             if pod.uid in self._in_flight:
-                self._record_event(EVENT_FORCE_ACTIVATE, None, pod)
+                self._in_flight.record(EVENT_FORCE_ACTIVATE, None, pod)
         if activated:
             self._broadcast()
 
@@ -528,9 +409,7 @@ class PriorityQueue:
         qpi.unschedulable_plugins.clear()
         qpi.pending_plugins.clear()
         self.scheduling_cycle += 1
-        self._in_flight[qpi.uid] = self._event_seq
-        self._in_flight_pods[qpi.uid] = qpi.pod
-        self._deleted_in_flight.discard(qpi.uid)
+        self._in_flight.start(qpi.pod)
         return qpi
 
     def _drop_unschedulable_reasons(self, qpi: QueuedPodInfo) -> None:
@@ -564,51 +443,33 @@ class PriorityQueue:
 
     def done(self, uid: str) -> None:
         """The pod's scheduling (and binding) attempt is over; forget events it no longer needs."""
-        if self._in_flight.pop(uid, None) is None:
-            return
-        self._in_flight_pods.pop(uid, None)
-        self._deleted_in_flight.discard(uid)
-        if not self._in_flight:
-            self._events.clear()
-            return
-        oldest = min(self._in_flight.values())
-        events = self._events
-        while events and events[0].seq < oldest:
-            events.popleft()
+        self._in_flight.finish(uid)
 
     def is_gone(self, uid: str) -> bool:
         """Deleted, or marked for deletion, while being scheduled: its failure is not reported."""
-        if uid in self._deleted_in_flight:
+        if self._in_flight.is_deleted(uid):
             return True
-        latest = self._in_flight_pods.get(uid)
+        latest = self._in_flight.latest(uid)
         return latest is not None and bool(latest.deletion_timestamp)
 
     def in_flight_pods(self) -> list[str]:
-        return list(self._in_flight)
+        return self._in_flight.uids()
 
     def is_known(self, uid: str) -> bool:
         """Queued, or being scheduled and not deleted meanwhile."""
-        return self._has(uid) or (uid in self._in_flight and uid not in self._deleted_in_flight)
-
-    def known_pods(self) -> list[PodSpec]:
-        """Every pod the queue holds or is scheduling (latest versions), for re-list reconciliation."""
-        out = [q.pod for q in self._active]
-        out += [q.pod for q in self._backoff]
-        out += [q.pod for q in self._unschedulable.values()]
-        out += [pod for uid, pod in self._in_flight_pods.items() if uid not in self._deleted_in_flight]
-        return out
+        return self._has(uid) or (uid in self._in_flight and not self._in_flight.is_deleted(uid))
 
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int) -> None:
         """Put back a pod whose attempt failed: to the pool, or to backoff/active when an event
         seen during its cycle may have made it schedulable."""
         uid = qpi.uid
         try:
-            if uid in self._deleted_in_flight:
+            if self._in_flight.is_deleted(uid):
                 return  # deleted or bound elsewhere while we were scheduling it
             if self._has(uid):
                 log.warning("pod %s is already queued; not adding it again", qpi.pod.key)
                 return
-            latest = self._in_flight_pods.get(uid)
+            latest = self._in_flight.latest(uid)
             if latest is not None:
                 qpi.pod = latest
             if not qpi.unschedulable_plugins and not qpi.pending_plugins:
@@ -632,13 +493,11 @@ class PriorityQueue:
     def _hint_for_in_flight(self, qpi: QueuedPodInfo) -> QueueingStrategy:
         if not qpi.unschedulable_plugins and not qpi.pending_plugins:
             return QueueingStrategy.AFTER_BACKOFF
-        start = self._in_flight.get(qpi.uid)
-        if start is None:
+        seen = self._in_flight.events_for(qpi.uid)
+        if seen is None:
             return QueueingStrategy.AFTER_BACKOFF
         strategy = QueueingStrategy.SKIP
-        for rec in self._events:
-            if rec.seq < start:
-                continue
+        for rec in seen:
             got = self._worth_requeuing(qpi, rec.event, rec.old, rec.new)
             if got == QueueingStrategy.IMMEDIATELY:
                 return got
@@ -647,12 +506,6 @@ class PriorityQueue:
                 if not qpi.pending_plugins:
                     return strategy
         return strategy
-
-    def _record_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
-        if not self._in_flight:
-            return
-        self._events.append(_InFlightEvent(self._event_seq, event, old, new))
-        self._event_seq += 1
 
     # -- moving on cluster events --
 
@@ -771,7 +624,7 @@ class PriorityQueue:
             self._pool_remove(qpi.uid)
             if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
-        self._record_event(event, old, new)
+        self._in_flight.record(event, old, new)
         if activated:
             self._broadcast()
 
