@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kopf_scheduler.framework.interface import (
     Code,
     CycleState,
@@ -61,6 +63,20 @@ class DynamicResources(Plugin):
         if state.get(STATE_KEY) is None:
             return None, Status(Code.ERROR, STATE_NOT_FOUND)
         return None, Status(Code.UNSCHEDULABLE)  # no claims to deallocate: let preemption try
+
+    def score(self, state: CycleState, pod: PodSpec, node: NodeInfo) -> tuple[int, Status | None]:
+        # The reference has no PreScore to skip Score: it runs for every pod and node, and a pod
+        # without claims scores 0 (its -v=10 log lists DynamicResources with 0 on every node).
+        if state.get(STATE_KEY) is None:
+            return 0, Status(Code.ERROR, STATE_NOT_FOUND)
+        return 0, None
+
+    def score_vector(
+        self, state: CycleState, pod: PodSpec, snapshot: object, idx: np.ndarray
+    ) -> np.ndarray | None:
+        if state.get(STATE_KEY) is None:
+            return None  # the per-node path reports the error
+        return np.zeros(len(idx), dtype=np.int64)
 
     def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         if state.get(STATE_KEY) is None:
