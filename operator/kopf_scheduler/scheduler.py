@@ -28,6 +28,7 @@ from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, N
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from kopf_scheduler.framework.interface import (
+    AsyncPreemptionPlugin,
     Code,
     CycleState,
     PodNominator,
@@ -522,7 +523,7 @@ class Scheduler:
         self.metrics.schedule_attempt(result, fw.profile_name, self.clock() - start)
         gone = self.queue.is_gone(pod.uid)
         pf = failure.post_filter
-        preemption: tuple[list[Any], list[PodSpec]] | None = None
+        preemption: tuple[list[AsyncPreemptionPlugin], list[PodSpec]] | None = None
         if not gone and pf is not None and pf.nominated_node_name and pf.victims:
             preemption = self._start_preemption(fw, pod, pf)
         self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
@@ -549,7 +550,7 @@ class Scheduler:
 
     def _start_preemption(
         self, fw: Framework, pod: PodSpec, result: PostFilterResult
-    ) -> tuple[list[Any], list[PodSpec]] | None:
+    ) -> tuple[list[AsyncPreemptionPlugin], list[PodSpec]] | None:
         """Mark the preemptor as preempting before it is requeued, so PreEnqueue keeps it out of
         activeQ until the evictions are sent (``prepareCandidateAsync``).
 
@@ -558,7 +559,7 @@ class Scheduler:
         victims = [v for v in result.victims if not v.deletion_timestamp]
         if not victims:
             return None
-        plugins = [p for p in fw.post_filter_plugins if hasattr(p, "preemption_started")]
+        plugins = [p for p in fw.post_filter_plugins if isinstance(p, AsyncPreemptionPlugin)]
         for p in plugins:
             p.preemption_started(pod.uid)
         return plugins, victims
@@ -568,7 +569,7 @@ class Scheduler:
         fw: Framework,
         pod: PodSpec,
         result: PostFilterResult,
-        plugins: list[Any],
+        plugins: list[AsyncPreemptionPlugin],
         victims: list[PodSpec],
     ) -> None:
         """Clear lower-priority nominations on the node and evict the victims concurrently.

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "ActionType",
+    "AsyncPreemptionPlugin",
     "BindPlugin",
     "ClusterEvent",
     "ClusterEventWithHint",
@@ -359,6 +360,18 @@ class PostFilterPlugin(Protocol):
     def post_filter(
         self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class AsyncPreemptionPlugin(Protocol):
+    """A PostFilter plugin whose preemption the scheduler carries out in the background: it is
+    told when the evictions start and finish (its PreEnqueue holds the preemptor meanwhile)."""
+
+    name: str
+
+    def preemption_started(self, pod_uid: str) -> None: ...
+
+    def preemption_finished(self, pod_uid: str) -> None: ...
 
 
 @runtime_checkable
