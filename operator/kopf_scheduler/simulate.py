@@ -63,6 +63,7 @@ class PodOutcome:
     message: str
     nominated_node: str = ""  # status.nominatedNodeName left by preemption
     victims: list[str] = field(default_factory=list)  # ns/name of the pods it preempted
+    failures: list[str] = field(default_factory=list)  # every FailedScheduling message, in order
 
 
 @dataclass
@@ -250,6 +251,7 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
                 message,
                 client.nominations.get(pod.key, ""),
                 list(client.preemptions.get(pod.key, ())),
+                list(client.failed_messages(pod.key)),
             )
         )
     return outcomes

@@ -1,0 +1,193 @@
+"""Judging one decision of ours (live or simulated) against the reference's, and tallying rates.
+
+Categories (each counted only where it applies, so a rate is over decisions that exercise it):
+
+- ``feasibility``: both bound, or both left the pod pending (every decision);
+- ``message``: the exact FailedScheduling text, preemption part included (either side failed);
+- ``placement``: our node is one of the reference's best-score nodes, ties being legitimate (both
+  bound, fewer than 100 nodes: above that percentageOfNodesToScore makes the set a sample);
+- ``nomination``: the same nominated node and the same victims (either side preempted);
+- ``condition``: the PodScheduled condition's reason and message (live only; either side failed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "CATEGORIES",
+    "Decision",
+    "Outcome",
+    "Tally",
+    "judge",
+    "message_parts",
+    "reason_diffs",
+    "signature",
+]
+
+CATEGORIES = ("feasibility", "message", "placement", "nomination", "condition")
+
+
+@dataclass
+class Outcome:
+    """What one scheduler did with one pod."""
+
+    node: str = ""  # bound to
+    message: str = ""  # first FailedScheduling event's note
+    reason: str = ""  # PodScheduled condition (status False): reason and message
+    condition_message: str = ""
+    nominated: str = ""  # status.nominatedNodeName
+    victims: list[str] = field(default_factory=list)  # ns/name of the pods it deleted, sorted
+    error: str = ""  # nothing observed in time, or the run failed for this pod
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)  # simulate only: node -> plugin -> score
+
+    @property
+    def failed(self) -> bool:
+        return not self.node
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in ("", [], None, {}) and k != "scores"}
+
+
+@dataclass
+class Decision:
+    """One pending pod as the reference, ours live and ours through simulate decided it."""
+
+    seed: int
+    scenario: int
+    pod: str  # ns/name of the reference's copy
+    nodes: int
+    reference: Outcome
+    best: list[str]  # the reference's best-score nodes
+    ours: Outcome | None = None
+    simulated: Outcome | None = None
+    verdicts: dict[str, dict[str, bool]] = field(default_factory=dict)  # mode -> category -> agreed
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> plugin (and "final") -> score
+
+
+def judge(ref: Outcome, other: Outcome, best: Iterable[str], nodes: int, *, live: bool) -> dict[str, bool]:
+    """Category -> agreed, for the categories this decision exercises."""
+    out: dict[str, bool] = {}
+    if ref.error:
+        return out  # the reference gave nothing to compare with
+    out["feasibility"] = not other.error and other.failed == ref.failed
+    if ref.failed or other.failed:
+        out["message"] = other.message == ref.message
+        if live:
+            out["condition"] = (other.reason, other.condition_message) == (ref.reason, ref.condition_message)
+    if not ref.failed and not other.failed and nodes < 100:
+        allowed = set(best) or {ref.node}
+        out["placement"] = other.node in allowed
+    if ref.nominated or ref.victims or other.nominated or other.victims:
+        out["nomination"] = (other.nominated, sorted(other.victims)) == (ref.nominated, sorted(ref.victims))
+    return out
+
+
+_COUNTED = re.compile(r"^\d+ ")
+_DETAIL = re.compile(r"\{[^}]*\}")
+
+
+def _reasons(parts: Iterable[str]) -> set[str]:
+    """Reasons without their node counts, and without the taint a reason may name (``{k: v}``)."""
+    return {_DETAIL.sub("{...}", _COUNTED.sub("", p)) for p in parts}
+
+
+def message_parts(message: str) -> tuple[str, list[str], str]:
+    """``0/N nodes are available: 2 A, 1 B. preemption: ...`` -> (head, reasons, preemption part)."""
+    head, sep, rest = message.partition(": ")
+    if not sep:
+        return message, [], ""
+    body, _, preemption = rest.partition(" preemption: ")
+    body = body.removesuffix(".")
+    return head, [p.strip() for p in body.split(", ") if p.strip()], preemption
+
+
+def signature(category: str, ref: Outcome, other: Outcome) -> str:
+    """A short key grouping disagreements of the same kind (reasons that differ, not counts)."""
+    if category == "feasibility":
+        if other.error:
+            return f"feasibility: ours gave no outcome ({other.error.split(':')[0]})"
+        return (
+            "feasibility: ours bound, reference failed"
+            if ref.failed
+            else "feasibility: ours failed, reference bound"
+        )
+    if category in ("message", "condition"):
+        a = ref.message if category == "message" else f"{ref.reason}|{ref.condition_message}"
+        b = other.message if category == "message" else f"{other.reason}|{other.condition_message}"
+        if not a or not b:
+            return f"{category}: only {'ours' if b else 'reference'} failed"
+        _, ra, pa = message_parts(a)
+        _, rb, pb = message_parts(b)
+        only_ref, only_ours = sorted(_reasons(ra) - _reasons(rb)), sorted(_reasons(rb) - _reasons(ra))
+        if only_ref or only_ours:
+            return f"{category}: reasons ref-only {only_ref} ours-only {only_ours}"
+        if ra != rb:
+            return f"{category}: same reasons, different counts or order"
+        if pa != pb:
+            return f"{category}: preemption part differs"
+        return f"{category}: other text difference"
+    if category == "placement":
+        return "placement: ours outside the reference's best-score set"
+    if ref.nominated != other.nominated:
+        return (
+            "nomination: different nominated node"
+            if ref.nominated and other.nominated
+            else (
+                "nomination: only the reference preempted"
+                if ref.nominated
+                else "nomination: only ours preempted"
+            )
+        )
+    return "nomination: same node, different victims"
+
+
+def reason_diffs(ref: str, other: str) -> list[str]:
+    """One key per reason only one side gave (counts dropped), and one for a differing preemption part.
+
+    A message that differs in two reasons yields two keys, so each reason's fix is counted once
+    per message it would repair, not hidden in a combination.
+    """
+    _, ra, pa = message_parts(ref)
+    _, rb, pb = message_parts(other)
+    keys = [f"reference only: {r}" for r in sorted(_reasons(ra) - _reasons(rb))]
+    keys += [f"ours only: {r}" for r in sorted(_reasons(rb) - _reasons(ra))]
+    if not keys and ra != rb:
+        keys.append("same reasons, different counts or order")
+    if pa != pb:
+        shape = (re.sub(r"\bnode \S+,", "node N,", re.sub(r"\d+", "#", p)) or "(none)" for p in (pa, pb))
+        keys.append("preemption part: reference {!r} / ours {!r}".format(*shape))
+    return keys
+
+
+@dataclass
+class Tally:
+    """Agreed / total per mode (live, simulate) and category."""
+
+    counts: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def add(self, mode: str, verdicts: Mapping[str, bool]) -> None:
+        per = self.counts.setdefault(mode, {c: [0, 0] for c in CATEGORIES})
+        for category, agreed in verdicts.items():
+            per[category][0] += int(agreed)
+            per[category][1] += 1
+
+    def rates(self) -> dict[str, dict[str, dict[str, float | int | None]]]:
+        return {
+            mode: {c: {"agreed": a, "total": t, "rate": (a / t if t else None)} for c, (a, t) in per.items()}
+            for mode, per in self.counts.items()
+        }
+
+    def table(self) -> str:
+        rows = [["mode", *CATEGORIES]]
+        for mode, per in self.counts.items():
+            cells = []
+            for c in CATEGORIES:
+                a, t = per[c]
+                cells.append(f"{100.0 * a / t:.1f}% ({a}/{t})" if t else "n/a")
+            rows.append([mode, *cells])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
