@@ -11,77 +11,27 @@ count as deleted, as the reference's pod informer never lists them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
-from kopf_scheduler.cache.cache import Cache, CacheError
-from kopf_scheduler.framework.interface import ActionType, ClusterEvent, EventResource
-from kopf_scheduler.queue.scheduling_queue import (
+from kopf_scheduler.cache.cache import CacheError
+from kopf_scheduler.cache.interface import SchedulerCache
+from kopf_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
-    PriorityQueue,
+    ActionType,
+    node_scheduling_properties_change,
+    object_event,
     pod_scheduling_properties_change,
 )
+from kopf_scheduler.queue.interface import SchedulingQueue
 
-__all__ = ["OBJECT_EVENT_RESOURCES", "EventHandlers", "node_scheduling_properties_change"]
+__all__ = ["EventHandlers"]
 
 log = logging.getLogger(__name__)
-
-# Kinds whose changes may make pods schedulable; other stored kinds (Namespace, PriorityClass)
-# only feed handle.objects.
-OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
-    "PersistentVolumeClaim": EventResource.PVC,
-    "PersistentVolume": EventResource.PV,
-    "StorageClass": EventResource.STORAGE_CLASS,
-    "CSINode": EventResource.CSI_NODE,
-    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
-    "CSIDriver": EventResource.CSI_DRIVER,
-    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
-    "PodDisruptionBudget": EventResource.PDB,
-}
-
-
-def _conditions(node: NodeSpec) -> dict[str, Any]:
-    status = node.raw.get("status") if node.raw else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    out: dict[str, Any] = {}
-    for cond in conditions or ():
-        if isinstance(cond, Mapping):
-            out[str(cond.get("type"))] = cond.get("status")
-    return out
-
-
-def _annotations(node: NodeSpec) -> Any:
-    meta = node.raw.get("metadata") if node.raw else None
-    return meta.get("annotations") or {} if isinstance(meta, Mapping) else {}
-
-
-def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[ClusterEvent]:
-    """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``).
-
-    Labels are the reference's (resource + action, what queue_incoming_pods_total's ``event`` shows);
-    a node turning schedulable is reported as a taint update, as there."""
-    actions: list[tuple[ActionType, str]] = []
-    if old.unschedulable != new.unschedulable and not new.unschedulable:
-        # Becoming schedulable is like a taint going away.
-        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
-    if old.allocatable != new.allocatable:
-        actions.append((ActionType.UPDATE_NODE_ALLOCATABLE, "NodeUpdateNodeAllocatable"))
-    if old.labels != new.labels:
-        actions.append((ActionType.UPDATE_NODE_LABEL, "NodeUpdateNodeLabel"))
-    if old.taints != new.taints:
-        actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
-    if _conditions(old) != _conditions(new):
-        actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeUpdateNodeCondition"))
-    if _annotations(old) != _annotations(new):
-        actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeUpdateNodeAnnotation"))
-    if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
-        actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeUpdateNodeDeclaredFeature"))
-    return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
-
 
 def _le_priority(priority: int) -> Callable[[PodSpec], bool]:
     return lambda pod: pod.priority <= priority
@@ -91,7 +41,9 @@ class EventHandlers:
     """``reject_waiting_pod(uid) -> bool`` may be set by the scheduler so that deleting a pod
     waiting at Permit rejects it instead of forgetting it under the binding cycle's feet."""
 
-    def __init__(self, cache: Cache, queue: PriorityQueue, is_responsible: Callable[[PodSpec], bool]) -> None:
+    def __init__(
+        self, cache: SchedulerCache, queue: SchedulingQueue, is_responsible: Callable[[PodSpec], bool]
+    ) -> None:
         self.cache = cache
         self.queue = queue
         self.is_responsible = is_responsible
@@ -143,10 +95,7 @@ class EventHandlers:
             self.cache.add_pod(pod)
         except CacheError:
             log.exception("cache add_pod failed for %s", pod.key)
-        if self.queue.queueing_hints:
-            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
-        else:
-            self.queue.assigned_pod_added(pod)
+        self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def _update_assigned(self, old: PodSpec, new: PodSpec) -> None:
         try:
@@ -154,10 +103,7 @@ class EventHandlers:
         except CacheError:
             log.exception("cache update_pod failed for %s", new.key)
         for event in pod_scheduling_properties_change(old, new):
-            if self.queue.queueing_hints:
-                self.queue.move_all_to_active_or_backoff(event, old, new)
-            else:
-                self.queue.assigned_pod_updated(old, new, event)
+            self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def _delete_assigned(self, pod: PodSpec) -> None:
         try:
@@ -223,69 +169,18 @@ class EventHandlers:
 
     def add_object(self, kind: str, raw: Mapping[str, Any]) -> None:
         self.cache.add_object(kind, raw)
-        resource = OBJECT_EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            event = ClusterEvent(resource, ActionType.ADD, f"{resource}Add")
+        event = object_event(kind, ActionType.ADD)
+        if event is not None:
             self.queue.move_all_to_active_or_backoff(event, None, raw)
 
     def update_object(self, kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         self.cache.update_object(kind, new)
-        resource = OBJECT_EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            event = ClusterEvent(resource, ActionType.UPDATE, f"{resource}Update")
+        event = object_event(kind, ActionType.UPDATE)
+        if event is not None:
             self.queue.move_all_to_active_or_backoff(event, old, new)
 
     def delete_object(self, kind: str, raw: Mapping[str, Any]) -> None:
         self.cache.delete_object(kind, raw)
-        resource = OBJECT_EVENT_RESOURCES.get(kind)
-        if resource is not None:
-            event = ClusterEvent(resource, ActionType.DELETE, f"{resource}Delete")
+        event = object_event(kind, ActionType.DELETE)
+        if event is not None:
             self.queue.move_all_to_active_or_backoff(event, raw, None)
-
-    # -- re-list --
-
-    def reconcile_pods(self, pods: Iterable[PodSpec]) -> int:
-        """Bring cache and queue to a fresh pod list: drop what is gone, add or update the rest.
-
-        A re-list after a 410 delivers no deletions, so pods missing from it are deleted here.
-        Returns how many pods were dropped.
-        """
-        current = {pod.uid: pod for pod in pods}
-        dropped = 0
-        for cached in self.cache.pods():
-            if cached.uid in current:
-                continue
-            dropped += 1
-            if self.cache.is_assumed(cached.uid):
-                self.queue.delete(cached)
-                self._handle_assumed_pod_deletion(cached)
-            else:
-                self._delete_assigned(cached)
-        for queued in self.queue.known_pods():
-            if queued.uid not in current:
-                dropped += 1
-                self._delete_from_queue(queued)
-        known = {p.uid: p for p in self.queue.known_pods()}
-        for pod in current.values():
-            old = self.cache.get_pod(pod.uid) or known.get(pod.uid)
-            if old is None:
-                self.add_pod(pod)
-            elif old is not pod:
-                self.update_pod(old, pod)
-        return dropped
-
-    def reconcile_nodes(self, nodes: Iterable[NodeSpec]) -> int:
-        """Like ``reconcile_pods`` for nodes; returns how many nodes were dropped."""
-        current = {node.name: node for node in nodes}
-        dropped = 0
-        for known in [info.node for info in self.cache.node_infos()]:
-            if known is not None and known.name not in current:
-                dropped += 1
-                self.delete_node(known)
-        for node in current.values():
-            existing = self.cache.get_node_info(node.name)
-            if existing is None or existing.node is None:
-                self.add_node(node)
-            elif existing.node is not node:
-                self.update_node(existing.node, node)
-        return dropped

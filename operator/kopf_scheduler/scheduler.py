@@ -22,22 +22,27 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.api.objects import PodSpec
-from kopf_scheduler.cache.snapshot import Snapshot
-from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec, default_profile
+from kopf_scheduler.cache.interface import SchedulerCache
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
+from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from kopf_scheduler.framework.interface import (
-    ActionType,
-    ClusterEvent,
+    AsyncPreemptionPlugin,
     Code,
     CycleState,
-    EventResource,
+    PodNominator,
     PostFilterResult,
+    PreEnqueuePlugin,
     Status,
+    is_success,
 )
 from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
+from kopf_scheduler.framework.profiles import default_profile
 from kopf_scheduler.framework.registry import Registry
-from kopf_scheduler.framework.runtime import Framework, FrameworkError, is_success
+from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices
+from kopf_scheduler.framework.snapshot import Snapshot
+from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import (
     CODE_LABELS,
     ERROR_RESULT,
@@ -48,6 +53,7 @@ from kopf_scheduler.metrics.recorder import (
     MetricsRecorder,
     NoopMetrics,
 )
+from kopf_scheduler.queue.interface import HintsMap, SchedulingQueue
 
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
@@ -68,7 +74,6 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 # (watch.DropIfChannelFull): events are best-effort and must never hold binding back.
 MAX_QUEUED_EVENTS = 1000
 EVENT_WORKERS = 4
-EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
 
@@ -100,30 +105,32 @@ class ProfileSet:
         registry: Registry | None = None,
         *,
         with_default: bool = True,
+        services: FrameworkServices | None = None,
     ) -> None:
         self.registry = registry
         self.with_default = with_default
+        self.services = services
         self.frameworks: dict[str, Framework] = {}
-        self._handle: dict[str, Any] = {}
-        self._queue: Any = None
+        self._queue: SchedulingQueue | None = None
         specs = list(specs)
         if with_default and not any(s.scheduler_name == DEFAULT_SCHEDULER_NAME for s in specs):
             specs.insert(0, default_profile(DEFAULT_SCHEDULER_NAME, registry))
         for spec in specs:
             self.set(spec)
 
-    def attach(self, queue: Any = None, **handle: Any) -> None:
-        """Give every framework (present and future) the scheduler's snapshot, client, nominator..."""
-        self._handle.update(handle)
-        for fw in self.frameworks.values():
-            for key, value in handle.items():
-                setattr(fw, key, value)
-        if queue is not None:
-            self._queue = queue
+    def bind(self, services: FrameworkServices, queue: SchedulingQueue) -> None:
+        """Build every framework (present and future) with the scheduler's services as its
+        Handle, and configure ``queue`` from them. Frameworks built before are rebuilt: a
+        plugin's handle is fixed at its construction."""
+        self.services = services
+        self._queue = queue
+        for name, fw in list(self.frameworks.items()):
+            self.frameworks[name] = services.build(fw.profile, self.registry)
         self._configure_queue()
 
     def set(self, spec: SchedulerProfileSpec) -> Framework:
-        fw = Framework(spec, self.registry, **self._handle)
+        services = self.services if self.services is not None else FrameworkServices()
+        fw = services.build(spec, self.registry)
         self.frameworks[spec.scheduler_name] = fw
         self._configure_queue()
         return fw
@@ -151,11 +158,11 @@ class ProfileSet:
         frameworks = self.frameworks
         hints = {name: fw.queueing_hints() for name, fw in frameworks.items()}
 
-        def pre_enqueue(pod: PodSpec) -> list[Any]:
+        def pre_enqueue(pod: PodSpec) -> list[PreEnqueuePlugin]:
             fw = frameworks.get(pod.scheduler_name)
             return fw.pre_enqueue_plugins if fw is not None else []
 
-        def hints_for(pod: PodSpec) -> Mapping[str, Any]:
+        def hints_for(pod: PodSpec) -> HintsMap:
             return hints.get(pod.scheduler_name, {})
 
         queue.set_pre_enqueue(pre_enqueue)
@@ -189,8 +196,8 @@ class Scheduler:
 
     def __init__(
         self,
-        cache: Any,
-        queue: Any,
+        cache: SchedulerCache,
+        queue: SchedulingQueue,
         client: ClusterClient,
         profiles: ProfileSet,
         *,
@@ -200,7 +207,6 @@ class Scheduler:
         rng: random.Random | None = None,
         metrics: MetricsRecorder | None = None,
         objects: Mapping[str, Mapping[str, Any]] | None = None,
-        nominator: Any = None,
         percentage_of_nodes_to_score: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -213,10 +219,8 @@ class Scheduler:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.clock = clock
         self.snapshot = Snapshot()
-        self.nominator = nominator if nominator is not None else getattr(queue, "nominator", None)
-        if objects is None:
-            objects = getattr(cache, "objects", None)
-        self.objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
+        self.nominator: PodNominator = queue.nominator
+        self.objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else cache.objects
         self.next_start_node_index = 0
         self._bind_sem = asyncio.Semaphore(parallel_binds)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -231,13 +235,15 @@ class Scheduler:
         self._stop = asyncio.Event()
         # Optional (``run --explain-annotation``): called with each FitError, writes a summary.
         self.on_fit_error: Callable[[str, PodSpec, FitError], Coroutine[Any, Any, None]] | None = None
-        profiles.attach(
-            queue=queue,
-            snapshot=self.snapshot,
-            objects=self.objects,
-            client=client,
-            nominator=self.nominator,
-            metrics=self.metrics,
+        profiles.bind(
+            FrameworkServices(
+                snapshot=self.snapshot,
+                objects=self.objects,
+                client=client,
+                nominator=self.nominator,
+                metrics=self.metrics,
+            ),
+            queue,
         )
 
     # -- loop --
@@ -249,8 +255,7 @@ class Scheduler:
         would wait in backoffQ for ever."""
         self._stop.clear()
         stop_wait = asyncio.ensure_future(self._stop.wait())
-        run_flushers = getattr(self.queue, "run_flushers", None)
-        flushers = asyncio.ensure_future(run_flushers()) if run_flushers is not None else None
+        flushers = asyncio.ensure_future(self.queue.run_flushers())
         try:
             while not self._stop.is_set():
                 # A pod already queued needs no task and no wait: per-pod overhead while draining.
@@ -271,8 +276,7 @@ class Scheduler:
                 await asyncio.sleep(0)  # let binding tasks and watch handlers run
         finally:
             stop_wait.cancel()
-            if flushers is not None:
-                flushers.cancel()
+            flushers.cancel()
 
     def stop(self) -> None:
         self._stop.set()
@@ -296,7 +300,7 @@ class Scheduler:
 
     # -- one pod --
 
-    async def schedule_one(self, qpi: Any = None) -> bool:
+    async def schedule_one(self, qpi: QueuedPodInfo | None = None) -> bool:
         """One scheduling cycle (popping a pod when none is given); False when there was none."""
         if qpi is None:
             qpi = self.queue.pop_nowait()
@@ -324,7 +328,7 @@ class Scheduler:
         return True
 
     def _scheduling_cycle(
-        self, state: CycleState, fw: Framework, qpi: Any, start: float
+        self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, start: float
     ) -> tuple[ScheduleResult, PodSpec] | _Failure:
         pod: PodSpec = qpi.pod
         try:
@@ -352,13 +356,10 @@ class Scheduler:
         host = result.suggested_host
         assumed = dataclasses.replace(pod, node_name=host)
         try:
-            ret = self.cache.assume_pod(assumed)
-            if isinstance(ret, PodSpec):
-                assumed = ret
+            self.cache.assume_pod(assumed)
         except Exception as exc:
             return _Failure(Status.as_error(exc), exc, nominating="")
-        if self.nominator is not None:
-            self.nominator.delete_nominated_pod_if_exists(assumed)
+        self.nominator.delete_nominated_pod_if_exists(assumed)
 
         status = fw.run_reserve_plugins_reserve(state, assumed, host)
         if not is_success(status):
@@ -505,7 +506,7 @@ class Scheduler:
 
     # -- failures --
 
-    def _handle_failure(self, fw: Framework, qpi: Any, failure: _Failure, start: float) -> None:
+    def _handle_failure(self, fw: Framework, qpi: QueuedPodInfo, failure: _Failure, start: float) -> None:
         """Requeue and report (``handleSchedulingFailure``); the API writes go to the background."""
         pod: PodSpec = qpi.pod
         status = failure.status
@@ -520,20 +521,18 @@ class Scheduler:
             message = status.message
         result = UNSCHEDULABLE_RESULT if reason == UNSCHEDULABLE else ERROR_RESULT
         self.metrics.schedule_attempt(result, fw.profile_name, self.clock() - start)
-        is_gone = getattr(self.queue, "is_gone", None)
-        gone = bool(is_gone(pod.uid)) if is_gone is not None else False
+        gone = self.queue.is_gone(pod.uid)
         pf = failure.post_filter
-        preemption: tuple[list[Any], list[PodSpec]] | None = None
+        preemption: tuple[list[AsyncPreemptionPlugin], list[PodSpec]] | None = None
         if not gone and pf is not None and pf.nominated_node_name and pf.victims:
             preemption = self._start_preemption(fw, pod, pf)
         self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
         if gone:  # deleted meanwhile: nothing to report, and nobody to nominate
-            if self.nominator is not None:
-                self.nominator.delete_nominated_pod_if_exists(pod)
+            self.nominator.delete_nominated_pod_if_exists(pod)
             return
 
         nominating = failure.nominating
-        if self.nominator is not None and nominating is not None:
+        if nominating is not None:
             if nominating:
                 self.nominator.add_nominated_pod(pod, nominating)
             else:
@@ -551,7 +550,7 @@ class Scheduler:
 
     def _start_preemption(
         self, fw: Framework, pod: PodSpec, result: PostFilterResult
-    ) -> tuple[list[Any], list[PodSpec]] | None:
+    ) -> tuple[list[AsyncPreemptionPlugin], list[PodSpec]] | None:
         """Mark the preemptor as preempting before it is requeued, so PreEnqueue keeps it out of
         activeQ until the evictions are sent (``prepareCandidateAsync``).
 
@@ -560,7 +559,7 @@ class Scheduler:
         victims = [v for v in result.victims if not v.deletion_timestamp]
         if not victims:
             return None
-        plugins = [p for p in fw.post_filter_plugins if hasattr(p, "preemption_started")]
+        plugins = [p for p in fw.post_filter_plugins if isinstance(p, AsyncPreemptionPlugin)]
         for p in plugins:
             p.preemption_started(pod.uid)
         return plugins, victims
@@ -570,7 +569,7 @@ class Scheduler:
         fw: Framework,
         pod: PodSpec,
         result: PostFilterResult,
-        plugins: list[Any],
+        plugins: list[AsyncPreemptionPlugin],
         victims: list[PodSpec],
     ) -> None:
         """Clear lower-priority nominations on the node and evict the victims concurrently.
@@ -600,9 +599,8 @@ class Scheduler:
         finally:
             for p in plugins:
                 p.preemption_finished(pod.uid)
-            activate = getattr(self.queue, "activate", None)
-            if retry and activate is not None:
-                activate([pod])
+            if retry:
+                self.queue.activate([pod])
 
     async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> bool:
         """A victim waiting on Permit is rejected instead of deleted, as the reference does;
@@ -622,8 +620,6 @@ class Scheduler:
         The nominator is updated right away; the API only for pods whose status carries a node.
         False when an API write failed (not critical, as in the reference, but it retries the pod).
         """
-        if self.nominator is None:
-            return True
         ok = True
         lower = lower_priority_nominated_pods(self.nominator.nominated_pods_for_node(node), pod)
         for other in lower:
@@ -644,7 +640,7 @@ class Scheduler:
         self,
         state: CycleState,
         fw: Framework,
-        qpi: Any,
+        qpi: QueuedPodInfo,
         result: ScheduleResult,
         assumed: PodSpec,
         start: float,
@@ -660,7 +656,7 @@ class Scheduler:
         self,
         state: CycleState,
         fw: Framework,
-        qpi: Any,
+        qpi: QueuedPodInfo,
         result: ScheduleResult,
         assumed: PodSpec,
         start: float,
@@ -707,9 +703,9 @@ class Scheduler:
                 assert status is not None
                 return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
         self.metrics.schedule_attempt(SCHEDULED_RESULT, fw.profile_name, self.clock() - start)
-        initial = getattr(qpi, "initial_attempt_timestamp", None)
+        initial = qpi.initial_attempt_timestamp
         sli = self.clock() - initial if initial is not None else None
-        self.metrics.pod_scheduled(getattr(qpi, "attempts", 1), sli)
+        self.metrics.pod_scheduled(qpi.attempts, sli)
         self._queue_scheduled_event(assumed, host)
         await fw.run_post_bind_plugins(state, assumed, host)
         return None
@@ -779,7 +775,7 @@ class Scheduler:
         self,
         fw: Framework,
         state: CycleState,
-        qpi: Any,
+        qpi: QueuedPodInfo,
         assumed: PodSpec,
         host: str,
         status: Status,

@@ -24,7 +24,8 @@ import yaml
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec, load_profile
+from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.simulate_admission import Admission, AdmissionError
 
 __all__ = [
@@ -187,17 +188,18 @@ def _doc_name(doc: Mapping[str, Any]) -> str:
 
 async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     """Schedule the pending pods once each, in queue order; outcomes in input order."""
-    from kopf_scheduler.cache.cache import Cache
-    from kopf_scheduler.eventhandlers import EventHandlers
-    from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-    from kopf_scheduler.scheduler import ProfileSet, Scheduler
-    from kopf_scheduler.testing.fake_client import FakeClusterClient
+    from kopf_scheduler.engine import new_engine
+    from kopf_scheduler.memory_client import MemoryClusterClient
 
-    cache = Cache()
-    queue = PriorityQueue()
-    client = FakeClusterClient(objects=inputs.objects)
-    profiles = ProfileSet(inputs.profiles)
-    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(seed), objects=inputs.objects)
+    client = MemoryClusterClient(objects=inputs.objects)
+    engine = new_engine(client, inputs.profiles, objects=inputs.objects, rng=random.Random(seed))
+    cache, queue, profiles, sched, handlers = (
+        engine.cache,
+        engine.queue,
+        engine.profiles,
+        engine.scheduler,
+        engine.handlers,
+    )
 
     def bound(pod: PodSpec, node_name: str) -> None:  # the watch would deliver the bound pod
         import dataclasses
@@ -205,7 +207,6 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         cache.add_pod(dataclasses.replace(pod, node_name=node_name))
 
     client.on_bind = bound
-    handlers = EventHandlers(cache, queue, lambda pod: pod.scheduler_name in profiles)
     client.on_evict = handlers.delete_pod  # the watch would deliver the victim's deletion
     for node_spec in inputs.nodes:
         cache.add_node(node_spec)

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.testing.invariants import check, fetch_state
+from kopf_scheduler.cluster.listing import fetch_state
+from kopf_scheduler.testing.invariants import check
 
 from .test_operator_helpers import (
     Replica,

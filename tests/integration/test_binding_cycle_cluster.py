@@ -17,8 +17,8 @@ from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
 from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue

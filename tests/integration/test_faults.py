@@ -27,7 +27,8 @@ import kubernetes
 import pytest
 
 from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.testing.invariants import Report, check, fetch_state
+from kopf_scheduler.cluster.listing import fetch_state
+from kopf_scheduler.testing.invariants import Report, check
 
 from .test_operator_helpers import ROOT, create, deploy, free_port, node, pod, wait_for
 

@@ -11,6 +11,7 @@ place of the HTTP one. Cases the real apiserver does let through are in
 from __future__ import annotations
 
 import copy
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable
@@ -146,7 +147,9 @@ class Edge:
         self.client = FakeClusterClient()
         self.rt.client = self.client  # type: ignore[assignment]
         self.rt.scheduler.client = self.client
-        self.rt.profiles.attach(client=self.client)
+        services = self.rt.profiles.services
+        assert services is not None
+        self.rt.profiles.bind(dataclasses.replace(services, client=self.client), self.rt.queue)
         self.statuses: dict[str, dict[str, Any]] = {}
 
         async def write_status(name: str, status: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ from kopf_scheduler.api.types import Resource
 from kopf_scheduler.cache import Cache, CacheError, Snapshot
 from kopf_scheduler.cache.cache import NodeTree
 from kopf_scheduler.testing.builders import make_node, make_pod, pod_dict
-from kopf_scheduler.testing.clock import FakeClock
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -100,46 +99,6 @@ def test_forget_releases_resources() -> None:
     cache.forget_pod(assumed)
     assert requested_cpu(cache, "n1") == 0
     assert not cache.is_assumed(assumed.uid) and cache.pod_count() == 0
-
-
-@pytest.mark.parametrize(
-    ("ttl", "finish", "advance", "expired"),
-    [
-        (0.0, True, 10_000.0, False),  # reference default: never expire
-        (30.0, True, 29.0, False),
-        (30.0, True, 31.0, True),
-        (30.0, False, 1_000.0, False),  # binding still running: never expire
-    ],
-)
-def test_assumed_pod_expiry(ttl: float, finish: bool, advance: float, expired: bool) -> None:
-    clock = FakeClock()
-    cache = Cache(ttl=ttl, clock=clock)
-    cache.add_node(make_node("n1"))
-    assumed = bound(make_pod("a"), "n1")
-    cache.assume_pod(assumed)
-    if finish:
-        cache.finish_binding(assumed)
-    clock.advance(advance)
-    gone = cache.cleanup_assumed_pods()
-    assert (gone == [assumed]) is expired
-    assert cache.is_assumed(assumed.uid) is not expired
-    assert requested_cpu(cache, "n1") == (0 if expired else 100)
-
-
-def test_expired_pod_added_back_by_watch() -> None:
-    clock = FakeClock()
-    cache = Cache(ttl=1, clock=clock)
-    cache.add_node(make_node("n1"))
-    pod = make_pod("a")
-    cache.assume_pod(bound(pod, "n1"))
-    cache.finish_binding(bound(pod, "n1"))
-    clock.advance(5)
-    cache.cleanup_assumed_pods()
-    cache.add_pod(bound(pod, "n1"))
-    assert requested_cpu(cache, "n1") == 100 and not cache.is_assumed(pod.uid)
-
-
-# --- ghost nodes --------------------------------------------------------------------------------
 
 
 def test_removed_node_with_pods_stays_as_ghost_until_pods_go() -> None:

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from kopf_scheduler.api.objects import parse_pod
-from kopf_scheduler.cluster.client import ApiClient, Gone, KubeClusterClient, truncate_note
+from kopf_scheduler.cluster.client import ApiClient, Gone, KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.leader import evaluate, start_priority
@@ -533,10 +533,15 @@ async def test_bind_volumes(server: Any) -> None:
         await client.bind_volumes(_pod(), [("ns/dyn", "")])  # no node chosen
 
 
-def test_truncate_note() -> None:
-    assert truncate_note("x" * 10) == "x" * 10
-    long = truncate_note("y" * 5000)
-    assert len(long) == 1024 and long.endswith(" ...")
+async def test_failed_scheduling_note_is_truncated_but_not_the_condition(server: Any) -> None:
+    client, calls = server
+    message = "y" * 5000
+    await client.record_failed(_pod(), "Unschedulable", message)
+    by_path = {c[1]: c for c in calls}
+    note = by_path["/apis/events.k8s.io/v1/namespaces/ns/events"][2]["note"]
+    assert len(note) == 1024 and note.endswith(" ...") and note.startswith("y" * 1020)
+    cond = by_path["/api/v1/namespaces/ns/pods/p/status"][2]["status"]["conditions"][0]
+    assert cond["message"] == message
 
 
 # --- health -------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import yaml
 from pydantic import BaseModel
 
 from kopf_scheduler.cluster import crd
-from kopf_scheduler.config.profile import SchedulerProfileSpec, load_profile
+from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.framework.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 

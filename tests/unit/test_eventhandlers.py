@@ -8,7 +8,8 @@ import pytest
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
 from kopf_scheduler.cache import Cache
-from kopf_scheduler.eventhandlers import EventHandlers, node_scheduling_properties_change
+from kopf_scheduler.eventhandlers import EventHandlers
+from kopf_scheduler.framework.events import node_scheduling_properties_change
 from kopf_scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
 from kopf_scheduler.testing.builders import make_node, make_pod, node_dict, pod_dict
@@ -39,7 +40,7 @@ HINTS = {
 class Env:
     def __init__(self, **queue_kwargs: Any) -> None:
         self.clock = FakeClock()
-        self.cache = Cache(clock=self.clock)
+        self.cache = Cache()
         queue_kwargs.setdefault("hints", HINTS)
         self.queue = PriorityQueue(clock=self.clock, **queue_kwargs)
         self.handlers = EventHandlers(self.cache, self.queue, lambda pod: pod.scheduler_name == OURS)
@@ -158,26 +159,6 @@ def test_assigned_pod_label_update_raises_label_event() -> None:
     env.reject(fit, "NodeResourcesFit")
     env.handlers.update_pod(running, with_uid(running, node_name="n1", labels={"app": "x"}))
     assert (env.where(aff), env.where(fit)) == ("active", "unschedulable")
-
-
-def test_assigned_pod_fast_path_without_hints() -> None:
-    env = Env(queueing_hints=False)
-    env.handlers.add_node(make_node("n1"))
-    affinity = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
-            ]
-        }
-    }
-    wants = make_pod("wants", affinity=affinity)
-    elsewhere = make_pod("elsewhere", namespace="other", affinity=affinity)
-    env.reject(wants, "InterPodAffinity")
-    env.reject(elsewhere, "InterPodAffinity")
-    env.handlers.add_pod(make_pod("web", labels={"app": "web"}, node_name="n1"))
-    assert (env.where(wants), env.where(elsewhere)) == ("unschedulable", "unschedulable")
-    env.handlers.add_pod(make_pod("db", labels={"app": "db"}, node_name="n1"))
-    assert (env.where(wants), env.where(elsewhere)) == ("active", "unschedulable")
 
 
 def test_update_of_unassigned_pod_same_resource_version_ignored() -> None:
@@ -367,49 +348,3 @@ def test_objects_are_stored_and_raise_events() -> None:
 
 
 # --- re-list ------------------------------------------------------------------------------------
-
-
-def test_reconcile_pods_drops_what_is_gone() -> None:
-    env = Env()
-    env.handlers.add_node(make_node("n1"))
-    kept_bound, gone_bound = make_pod("kb", node_name="n1"), make_pod("gb", node_name="n1")
-    kept_pending, gone_pending, gone_pool = make_pod("kp"), make_pod("gp"), make_pod("gpool")
-    for pod in (kept_bound, gone_bound):
-        env.handlers.add_pod(pod)
-    env.reject(gone_pool, "NodeResourcesFit")
-    for pod in (kept_pending, gone_pending):
-        env.handlers.add_pod(pod)
-    gone_assumed = make_pod("ga")
-    env.cache.assume_pod(with_uid(gone_assumed, node_name="n1"))
-    new_pod = make_pod("new")
-    relabelled = with_uid(kept_pending, labels={"v": "2"})
-    dropped = env.handlers.reconcile_pods([kept_bound, relabelled, new_pod])
-    assert dropped == 4
-    assert {p.uid for p in env.cache.pods()} == {kept_bound.uid}
-    assert {p.uid for p in env.queue.known_pods()} == {kept_pending.uid, new_pod.uid}
-    got = env.queue.get(kept_pending.uid)
-    assert got is not None and got.pod is relabelled
-
-
-def test_reconcile_pods_drops_in_flight_pod() -> None:
-    env = Env()
-    pod = make_pod("a")
-    env.handlers.add_pod(pod)
-    qpi = env.queue.pop_nowait()
-    assert qpi is not None
-    env.handlers.reconcile_pods([])
-    qpi.unschedulable_plugins.add("NodeResourcesFit")
-    env.queue.add_unschedulable_if_not_present(qpi, env.queue.scheduling_cycle)
-    assert env.where(pod) is None
-
-
-def test_reconcile_nodes() -> None:
-    env = Env()
-    a, b = make_node("a"), make_node("b")
-    env.handlers.add_node(a)
-    env.handlers.add_node(b)
-    b2, c = make_node("b", cpu="8"), make_node("c")
-    assert env.handlers.reconcile_nodes([b2, c]) == 1
-    assert sorted(env.cache.node_names()) == ["b", "c"]
-    info = env.cache.get_node_info("b")
-    assert info is not None and info.allocatable.milli_cpu == 8000

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.objects import parse_node, parse_pod
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.explain.engine import ExplainError, explain
 from kopf_scheduler.explain.obstacles import format_cpu, format_memory
 from kopf_scheduler.explain.render import to_json, to_table
 from kopf_scheduler.explain.whatif import what_if
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.simulate import Inputs, load_documents, simulate
 from kopf_scheduler.testing.builders import make_node, make_pod, node_dict, pod_dict
 

@@ -110,10 +110,7 @@ def _per_pod_sizes(scheduler: Scheduler) -> dict[str, int]:
         "cache.pods": cache.pod_count(),
         "cache.assumed": len(cache._assumed),
         "queue": len(queue),
-        "queue.in_flight": len(queue._in_flight),
-        "queue.in_flight_pods": len(queue._in_flight_pods),
-        "queue.deleted_in_flight": len(queue._deleted_in_flight),
-        "queue.events": len(queue._events),
+        **{f"queue.{k}": v for k, v in queue._in_flight.sizes().items()},
         "nominator": len(queue.nominator),
         "scheduler.tasks": len(scheduler._tasks),
     }
@@ -192,12 +189,12 @@ async def test_engine_per_pod_state_returns_to_baseline_after_churn() -> None:
 def test_volume_assume_cache_forgets_objects_deleted_while_assumed() -> None:
     """A PVC assumed (bound in memory) and then deleted before its write was observed must not
     linger: ``get`` is never asked for it again, so ``items`` prunes it."""
-    from kopf_scheduler.plugins.volume_binding import _AssumeCache
+    from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeCache
 
     base = {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "1"}}
     assumed = {**base, "spec": {"volumeName": "v"}}
     objects: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": {"ns/c": base}}
-    cache = _AssumeCache("PersistentVolumeClaim")
+    cache = AssumeCache("PersistentVolumeClaim")
     cache.assume("ns/c", base, assumed)
     assert dict(cache.items(objects)) == {"ns/c": assumed} and cache.is_assumed("ns/c")
     del objects["PersistentVolumeClaim"]["ns/c"]

@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.metrics.prometheus import PENDING_QUEUES, PrometheusMetrics, exponential_buckets
@@ -323,7 +323,7 @@ def test_requeued_pod_leaves_unschedulable_pods_when_popped_and_counts_its_attem
     # A bigger node arrives: the pod goes back to a queue under the event's label and schedules.
     node = make_node("n2", cpu="8")
     env.cache.add_node(node)
-    from kopf_scheduler.queue.scheduling_queue import EVENT_NODE_ADD
+    from kopf_scheduler.framework.events import EVENT_NODE_ADD
 
     env.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
     moved = env.value("scheduler_queue_incoming_pods_total", queue="backoff", event="NodeAdd") + env.value(

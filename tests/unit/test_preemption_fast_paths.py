@@ -9,10 +9,10 @@ from typing import Any
 from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
 from kopf_scheduler.bench.preemption import build
 from kopf_scheduler.cache.snapshot import Snapshot
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.preemption import PodDisruptionBudget, parse_pdbs
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_preemption import PdbIndex, filter_pods_with_pdb_violation

@@ -10,11 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from kopf_scheduler.config.profile import (
     DEFAULT_MULTI_POINT,
     ProfileError,
-    load_profile,
     merge_plugins,
     profile_json_schema,
 )
 from kopf_scheduler.framework.interface import Plugin
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import IN_TREE, Registry, default_registry
 
 

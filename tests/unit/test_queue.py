@@ -8,20 +8,18 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.objects import PodSpec, parse_pod
-from kopf_scheduler.framework.interface import (
+from kopf_scheduler.framework.events import (
+    EVENT_NODE_ADD,
+    UPDATE_POD_OTHER,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
     QueueingHint,
-    Status,
-)
-from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
-from kopf_scheduler.queue.scheduling_queue import (
-    EVENT_NODE_ADD,
-    UPDATE_POD_OTHER,
     pod_scheduling_properties_change,
 )
+from kopf_scheduler.framework.interface import Status
+from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
 from kopf_scheduler.testing.builders import make_pod, pod_dict
 from kopf_scheduler.testing.clock import FakeClock
 
@@ -295,31 +293,6 @@ def test_flush_leftover_respects_configured_duration() -> None:
     assert q.where(pod.uid) == "active"
 
 
-def test_assigned_pod_added_moves_only_pods_whose_affinity_matches() -> None:
-    clock = FakeClock()
-    hints = {"InterPodAffinity": [ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.ALL))]}
-    q = make_queue(clock, hints=hints)
-    affinity = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
-            ]
-        }
-    }
-    wants_db = make_pod("wants-db", affinity=affinity)
-    wants_db_other_ns = make_pod("wants-db-2", namespace="other", affinity=affinity)
-    plain = make_pod("plain")
-    for pod in (wants_db, wants_db_other_ns, plain):
-        q.add(pod)
-    for _ in range(3):
-        reject(q, pop(q), "InterPodAffinity")
-    clock.advance(2)
-    q.assigned_pod_added(make_pod("db-0", labels={"app": "db"}, node_name="n1"))
-    assert q.where(wants_db.uid) == "active"
-    assert q.where(wants_db_other_ns.uid) == "unschedulable"
-    assert q.where(plain.uid) == "unschedulable"
-
-
 def test_assigned_pod_scale_down_moves_all() -> None:
     clock = FakeClock()
     q = make_queue(clock)
@@ -329,7 +302,8 @@ def test_assigned_pod_scale_down_moves_all() -> None:
     clock.advance(2)
     old = make_pod("big", cpu="2", node_name="n1")
     new = parse_pod(pod_dict("big", uid=old.uid, cpu="1", node_name="n1"))
-    q.assigned_pod_updated(old, new)
+    for event in pod_scheduling_properties_change(old, new):
+        q.move_all_to_active_or_backoff(event, old, new)
     assert q.where(pod.uid) == "active"
 
 
@@ -365,20 +339,6 @@ def test_event_before_cycle_does_not_count() -> None:
     assert q.where(b.uid) == "unschedulable"
 
 
-@pytest.mark.parametrize(("moved_during_cycle", "expected"), [(True, "backoff"), (False, "unschedulable")])
-def test_move_request_cycle_without_hints(moved_during_cycle: bool, expected: str) -> None:
-    q = make_queue(queueing_hints=False)
-    pod = make_pod("p")
-    q.add(pod)
-    qpi = pop(q)
-    cycle = q.scheduling_cycle
-    if moved_during_cycle:
-        q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
-    qpi.unschedulable_plugins.add("NodeResourcesFit")
-    q.add_unschedulable_if_not_present(qpi, cycle)
-    assert q.where(pod.uid) == expected
-
-
 def test_events_are_trimmed_when_nothing_is_in_flight() -> None:
     q = make_queue()
     a, b = make_pod("a", priority=2), make_pod("b", priority=1)
@@ -388,13 +348,13 @@ def test_events_are_trimmed_when_nothing_is_in_flight() -> None:
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
     qb = pop(q)
     q.move_all_to_active_or_backoff(NODE_ALLOC)
-    assert len(q._events) == 2
+    assert len(q._in_flight._events) == 2
     q.done(qa.uid)
-    assert [e.event for e in q._events] == [NODE_ALLOC]  # b only needs the later event
+    assert [e.event for e in q._in_flight._events] == [NODE_ALLOC]  # b only needs the later event
     q.done(qb.uid)
-    assert not q._events
+    assert not q._in_flight._events
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD)
-    assert not q._events  # nothing in flight: nothing recorded
+    assert not q._in_flight._events  # nothing in flight: nothing recorded
 
 
 def test_delete_while_in_flight_drops_the_pod() -> None:

@@ -11,9 +11,9 @@ import pytest
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.snapshot import Snapshot
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, PreFilterResult, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, go_duration
 from kopf_scheduler.framework.types import NodeInfo

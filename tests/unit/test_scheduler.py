@@ -11,9 +11,9 @@ import pytest
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cache.snapshot import Snapshot
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.client import ApiError, Conflict
 from kopf_scheduler.framework.interface import CycleState, Plugin, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue

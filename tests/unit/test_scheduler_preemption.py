@@ -12,7 +12,6 @@ import pytest
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -25,6 +24,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     Status,
 )
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import WaitingPod
 from kopf_scheduler.framework.types import NodeInfo

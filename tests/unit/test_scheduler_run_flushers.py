@@ -14,9 +14,9 @@ from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import CycleState, Plugin, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler

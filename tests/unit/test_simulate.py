@@ -44,7 +44,8 @@ def test_mixed_reasons_are_counted_and_sorted(capsys: pytest.CaptureFixture[str]
 
 
 def test_default_profile_appends_the_preemption_message(capsys: pytest.CaptureFixture[str]) -> None:
-    from kopf_scheduler.config.profile import ProfileError, default_profile
+    from kopf_scheduler.config.profile import ProfileError
+    from kopf_scheduler.framework.profiles import default_profile
 
     try:
         default_profile()
@@ -164,7 +165,8 @@ def test_wait_for_first_consumer_claim_is_bound_in_the_objects() -> None:
 
 
 def test_preemption_nominates_evicts_and_retries(capsys: pytest.CaptureFixture[str]) -> None:
-    from kopf_scheduler.config.profile import ProfileError, default_profile
+    from kopf_scheduler.config.profile import ProfileError
+    from kopf_scheduler.framework.profiles import default_profile
 
     try:
         default_profile()

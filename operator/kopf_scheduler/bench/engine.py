@@ -18,28 +18,29 @@ import random
 import time
 
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import load_profile
+from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.engine import new_engine
+from kopf_scheduler.framework.profiles import load_profile
+from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.scheduler import Scheduler
 from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
 
 __all__ = ["bench", "main"]
 
 
-class _NoBindClient(FakeClusterClient):
+class _NoBindClient(MemoryClusterClient):
     """Binds succeed instantly; the benchmark measures decisions, not the apiserver."""
 
 
-def _profiles(disable: list[str]) -> ProfileSet:
+def _profiles(disable: list[str]) -> list[SchedulerProfileSpec]:
     if not disable:
-        return ProfileSet()
+        return []
     spec = {
         "schedulerName": "kopf-scheduler",
         "plugins": {"multiPoint": {"disabled": [{"name": n} for n in disable]}},
     }
-    return ProfileSet([load_profile(spec)])
+    return [load_profile(spec)]
 
 
 def _recorder(metrics: bool) -> MetricsRecorder:
@@ -53,12 +54,10 @@ def _recorder(metrics: bool) -> MetricsRecorder:
 
 
 def _setup(num_nodes: int, seed: int, disable: list[str], metrics: bool = False) -> tuple[Scheduler, Cache]:
-    cache = Cache()
-    recorder = _recorder(metrics)
-    queue = PriorityQueue(metrics=recorder)
-    sched = Scheduler(
-        cache, queue, _NoBindClient(), _profiles(disable), rng=random.Random(seed), metrics=recorder
+    engine = new_engine(
+        _NoBindClient(), _profiles(disable), rng=random.Random(seed), metrics=_recorder(metrics)
     )
+    sched, cache = engine.scheduler, engine.cache
     for i in range(num_nodes):
         cache.add_node(make_node(f"node-{i:05d}", cpu="32", memory="128Gi", labels={"zone": f"z{i % 3}"}))
     return sched, cache

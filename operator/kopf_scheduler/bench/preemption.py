@@ -17,11 +17,11 @@ import time
 from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
-from kopf_scheduler.cache.snapshot import Snapshot
-from kopf_scheduler.config.profile import load_profile
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import CycleState
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.runtime import Framework
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_preemption import DefaultPreemption
 from kopf_scheduler.queue.nominator import Nominator

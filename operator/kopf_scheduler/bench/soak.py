@@ -72,7 +72,8 @@ def soak(
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
-    from kopf_scheduler.testing.invariants import check, fetch_state
+    from kopf_scheduler.cluster.listing import fetch_state
+    from kopf_scheduler.testing.invariants import check
 
     result = SoakResult(minutes=minutes, rate=rate)
     core: Any = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(kubeconfig))

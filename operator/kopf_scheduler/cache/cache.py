@@ -12,17 +12,15 @@ forgets it. With a TTL, an assumed pod whose binding finished but was never conf
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
-from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import ImageState, NodeInfo, next_generation
 
 __all__ = ["NAMESPACED_KINDS", "Cache", "CacheError", "NodeTree", "object_key", "zone_key"]
@@ -46,7 +44,6 @@ NAMESPACED_KINDS = frozenset(
     }
 )
 
-CLEAN_ASSUMED_PERIOD = 1.0
 
 
 class CacheError(Exception):
@@ -140,8 +137,6 @@ class NodeTree:
 @dataclass(slots=True)
 class _PodState:
     pod: PodSpec
-    deadline: float | None = None
-    binding_finished: bool = False
 
 
 @dataclass(slots=True)
@@ -151,11 +146,10 @@ class _ImageEntry:
 
 
 class Cache:
-    def __init__(self, ttl: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
-        """``ttl`` is how long an assumed pod may stay unconfirmed after its binding finished;
-        0 (the reference's default) means never expire."""
-        self.ttl = ttl
-        self.clock = clock
+    """Assumed pods never expire: the reference's ``durationToExpireAssumedPod`` is 0 by default,
+    so an assumed pod waits for the watch to confirm it or for ``forget_pod``."""
+
+    def __init__(self) -> None:
         # Most recently changed last: update_snapshot walks it backwards.
         self._nodes: OrderedDict[str, NodeInfo] = OrderedDict()
         self._tree = NodeTree()
@@ -291,11 +285,8 @@ class Cache:
         self._add_pod(pod, assumed=True)
 
     def finish_binding(self, pod: PodSpec) -> None:
-        """Binding is done; from now the TTL (if any) runs until the watch confirms the pod."""
-        state = self._pods.get(pod.uid)
-        if state is not None and pod.uid in self._assumed:
-            state.binding_finished = True
-            state.deadline = self.clock() + self.ttl
+        """Binding is done. Where the reference would start the assumed pod's expiry nothing
+        happens: expiry is off (see the class docstring); the watch confirms the pod."""
 
     def forget_pod(self, pod: PodSpec) -> None:
         """Undo ``assume_pod`` (binding failed or the pod went away)."""
@@ -352,26 +343,6 @@ class Cache:
     def get_pod(self, uid: str) -> PodSpec | None:
         state = self._pods.get(uid)
         return None if state is None else state.pod
-
-    def cleanup_assumed_pods(self, now: float | None = None) -> list[PodSpec]:
-        """Expire assumed pods whose binding finished more than ``ttl`` ago; returns them."""
-        if self.ttl <= 0:
-            return []
-        now = self.clock() if now is None else now
-        expired: list[PodSpec] = []
-        for uid in list(self._assumed):
-            state = self._pods[uid]
-            if not state.binding_finished or state.deadline is None or now <= state.deadline:
-                continue
-            log.warning("assumed pod %s expired on %s", state.pod.key, state.pod.node_name)
-            self._remove_pod(state.pod)
-            expired.append(state.pod)
-        return expired
-
-    async def run_cleanup(self, period: float = CLEAN_ASSUMED_PERIOD) -> None:
-        while True:
-            await asyncio.sleep(period)
-            self.cleanup_assumed_pods()
 
     # -- snapshots --
 

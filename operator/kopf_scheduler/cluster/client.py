@@ -27,19 +27,18 @@ import orjson
 from kopf_scheduler.api.objects import PodSpec
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
+from kopf_scheduler.framework.diagnosis import truncate_message
 
 __all__ = [
     "REPORTING_CONTROLLER",
     "ApiClient",
     "Gone",
     "KubeClusterClient",
-    "truncate_note",
 ]
 
 logger = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "kopf-scheduler"
-NOTE_LENGTH_LIMIT = 1024  # events.k8s.io/v1 validation: note must be shorter than 1 kB
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -57,14 +56,6 @@ def now_rfc3339(micro: bool = False) -> str:
     if micro:
         return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def truncate_note(message: str) -> str:
-    """Like kube-scheduler's ``truncateMessage``: keep the event note within the API's limit."""
-    if len(message) <= NOTE_LENGTH_LIMIT:
-        return message
-    suffix = " ..."
-    return message[: NOTE_LENGTH_LIMIT - len(suffix)] + suffix
 
 
 # metav1 Status reasons client-go knows (apimachinery's knownReasons): a 500/503 with one of
@@ -455,7 +446,7 @@ class KubeClusterClient:
         self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
     ) -> None:
         await asyncio.gather(
-            self._event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_note(message)),
+            self._event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_message(message)),
             self._set_scheduled_false(pod, reason, message, nominated_node),
         )
 

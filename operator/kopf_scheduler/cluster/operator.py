@@ -139,36 +139,30 @@ class SchedulerRuntime:
     """Everything that runs next to Kopf: informers -> EventHandlers -> Scheduler -> client."""
 
     def __init__(self, options: Options, credentials: Credentials | None = None) -> None:
-        from kopf_scheduler.cache.cache import Cache
-        from kopf_scheduler.eventhandlers import EventHandlers
-        from kopf_scheduler.queue.nominator import Nominator
-        from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-        from kopf_scheduler.scheduler import ProfileSet, Scheduler
+        from kopf_scheduler.engine import new_engine
 
         self.options = options
         self.started = time.monotonic()
         self.credentials = credentials or load_credentials(options.kubeconfig, options.context)
         self.api = ApiClient(self.credentials, max_in_flight=options.max_in_flight)
         self.client = InstrumentedClient(self.api, instance=f"kopf-scheduler-{options.identity}")
-        self.cache = Cache()
-        self.queue = PriorityQueue(nominator=Nominator(), metrics=metrics.SCHEDULER)
-        metrics.SCHEDULER.watch_pending_pods(self.queue.pending_pods)
-        self.profiles = ProfileSet()
-        self.scheduler = Scheduler(
-            self.cache,
-            self.queue,
+        engine = new_engine(
             self.client,
-            self.profiles,
+            is_responsible=lambda pod: self.is_responsible(pod),
+            metrics=metrics.SCHEDULER,
             parallel_binds=options.parallel_binds,
             event_workers=options.event_workers,
-            metrics=metrics.SCHEDULER,
-            objects=self.cache.objects,
         )
+        self.cache = engine.cache
+        self.queue = engine.queue
+        self.profiles = engine.profiles
+        self.scheduler = engine.scheduler
+        self.handlers = engine.handlers
+        metrics.SCHEDULER.watch_pending_pods(self.queue.pending_pods)
         if options.explain_annotation:
             from kopf_scheduler.cluster.explain_annotation import annotator
 
             self.scheduler.on_fit_error = annotator(self.api)
-        self.handlers = EventHandlers(self.cache, self.queue, self.is_responsible)
         self.controller = ProfileController(self.profiles, self.write_profile_status, self.profiles_changed)
         if options.standalone:
             self.leader = LeaderGate.standalone()

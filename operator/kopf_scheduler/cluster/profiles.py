@@ -15,12 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kopf_scheduler.config.profile import (
-    DEFAULT_SCHEDULER_NAME,
-    ProfileError,
-    SchedulerProfileSpec,
-    load_profile,
-)
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, ProfileError, SchedulerProfileSpec
+from kopf_scheduler.framework.profiles import load_profile
 
 __all__ = ["ProfileController", "ProfileTarget", "score_strategy"]
 

@@ -7,13 +7,10 @@ from kopf_scheduler.config.profile import (
     Plugins,
     PluginSet,
     ProfileError,
-    ResolvedPlugins,
     SchedulerProfileSpec,
-    default_profile,
-    load_profile,
     merge_plugins,
+    parse_profile,
     profile_json_schema,
-    resolve_plugins,
 )
 
 __all__ = [
@@ -23,11 +20,8 @@ __all__ = [
     "PluginSet",
     "Plugins",
     "ProfileError",
-    "ResolvedPlugins",
     "SchedulerProfileSpec",
-    "default_profile",
-    "load_profile",
     "merge_plugins",
+    "parse_profile",
     "profile_json_schema",
-    "resolve_plugins",
 ]

@@ -1,23 +1,23 @@
 """Scheduler profiles: the reference's ``KubeSchedulerProfile`` as pydantic models, plus defaults.
 
-A profile spec is what a ``SchedulerProfile`` custom resource carries. ``load_profile`` parses it,
-merges it into the default plugin set exactly as the reference's v1 defaulting does
+A profile spec is what a ``SchedulerProfile`` custom resource carries. ``parse_profile`` parses it
+and merges it into the default plugin set exactly as the reference's v1 defaulting does
 (``mergePlugins``: custom entries replace defaults in place, ``"*"`` disables all defaults at a
-point), then resolves it against the registry the way ``NewFramework`` does (multiPoint expansion,
-score weights, typed plugin args) so that a bad profile is rejected before it replaces a working
-one, with an error naming the field.
+point). Resolving it against the plugin registry is framework construction and lives in
+``framework/profiles.py`` (``load_profile``). Pure data: nothing here imports the framework.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from kopf_scheduler.framework.registry import PluginImportError, Registry, default_registry
+if TYPE_CHECKING:
+    from kopf_scheduler.framework.profiles import ResolvedPlugins
+
 
 __all__ = [
     "DEFAULT_MULTI_POINT",
@@ -28,13 +28,11 @@ __all__ = [
     "PluginSet",
     "Plugins",
     "ProfileError",
-    "ResolvedPlugins",
     "SchedulerProfileSpec",
-    "default_profile",
-    "load_profile",
+    "location",
     "merge_plugins",
+    "parse_profile",
     "profile_json_schema",
-    "resolve_plugins",
 ]
 
 DEFAULT_SCHEDULER_NAME = "kopf-scheduler"
@@ -242,7 +240,8 @@ class SchedulerProfileSpec(_Model):
         description="Arguments per plugin; a plugin without an entry uses its default arguments.",
     )
 
-    _resolved: ResolvedPlugins | None = PrivateAttr(default=None)
+    # Set by framework.profiles.load_profile (a ResolvedPlugins); config knows no plugin classes.
+    _resolved: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> SchedulerProfileSpec:
@@ -254,26 +253,11 @@ class SchedulerProfileSpec(_Model):
 
     @property
     def resolved(self) -> ResolvedPlugins | None:
-        """Set by ``load_profile``: the plugins per extension point, weights and typed args."""
-        return self._resolved
+        """Set by ``framework.profiles.load_profile``: plugins per extension point, weights, args."""
+        return cast("ResolvedPlugins | None", self._resolved)
 
-
-@dataclass(slots=True)
-class ResolvedPlugins:
-    """What ``NewFramework`` derives from a profile, computed once at validation."""
-
-    points: dict[str, list[str]]  # extension point -> plugin names in run order
-    weights: dict[str, int]  # Score plugin -> weight
-    args: dict[str, Any]  # plugin -> validated Args model instance (or None)
-    classes: dict[str, type] = field(default_factory=dict)
-
-    @property
-    def names(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for names in self.points.values():
-            for n in names:
-                seen[n] = None
-        return list(seen)
+    def set_resolved(self, resolved: ResolvedPlugins) -> None:
+        self._resolved = resolved
 
 
 class ProfileError(ValueError):
@@ -326,177 +310,32 @@ def merge_plugins(custom: Plugins | None) -> Plugins:
     return Plugins(**merged)
 
 
-# --- resolution against the registry ------------------------------------------------------------
+def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:
+    """Parse one profile spec and merge it into the defaults; raise ProfileError naming the field.
 
-
-def _implements(cls: type, point: str) -> bool:
-    return all(callable(getattr(cls, m, None)) for m in EXTENSION_POINTS[point])
-
-
-def _loc(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None) -> ResolvedPlugins:
-    """Expand multiPoint, order plugins, compute weights, validate args (``NewFramework``)."""
-    registry = registry if registry is not None else default_registry()
-    plugins = spec.plugins if spec.plugins is not None else merge_plugins(None)
-    errors: list[tuple[str, str]] = []
-    classes: dict[str, type] = {}
-
-    def load(name: str, path: str) -> type | None:
-        if name in classes:
-            return classes[name]
-        if name not in registry:
-            errors.append((path, f"unknown plugin {name!r}"))
-            return None
-        try:
-            cls = registry.get_class(name)
-        except PluginImportError as exc:
-            errors.append((path, str(exc)))
-            return None
-        classes[name] = cls
-        return cls
-
-    # Every plugin named anywhere must exist (the reference's pluginsNeeded + factory lookup).
-    for point in (*EXTENSION_POINTS, "multiPoint"):
-        for i, ref in enumerate(plugins.point(point).enabled):
-            load(ref.name, f"plugins.{point}.enabled[{i}].name")
-
-    # Per extension point lists, then multiPoint expansion with the reference's ordering.
-    points: dict[str, list[str]] = {}
-    for point in EXTENSION_POINTS:
-        pset = plugins.point(point)
-        explicit: list[str] = []
-        for i, ref in enumerate(pset.enabled):
-            cls = classes.get(ref.name)
-            if cls is None:
-                continue
-            path = f"plugins.{point}.enabled[{i}].name"
-            if not _implements(cls, point):
-                errors.append((path, f"plugin {ref.name!r} does not extend {point} plugin"))
-            elif ref.name in explicit:
-                errors.append((path, f"plugin {ref.name!r} already registered as {point} plugin"))
-            else:
-                explicit.append(ref.name)
-        disabled = {p.name for p in pset.disabled}
-        if "*" in disabled:
-            points[point] = explicit
-            continue
-        overrides: list[str] = []
-        multi: list[str] = []
-        for i, ref in enumerate(plugins.multi_point.enabled):
-            cls = classes.get(ref.name)
-            if cls is None or not _implements(cls, point) or ref.name in disabled:
-                continue
-            if ref.name in explicit:
-                overrides.append(ref.name)
-                continue
-            if ref.name in multi:
-                errors.append(
-                    (f"plugins.multiPoint.enabled[{i}].name", f"plugin {ref.name!r} already registered")
-                )
-                continue
-            multi.append(ref.name)
-        ordered = (
-            [n for n in explicit if n in overrides] + multi + [n for n in explicit if n not in overrides]
-        )
-        points[point] = ordered
-
-    if len(points["queueSort"]) != 1 and not errors:
-        errors.append(
-            (
-                "plugins.queueSort",
-                f"exactly one queue sort plugin is required, got {len(points['queueSort'])}",
-            )
-        )
-    if not points["bind"] and not errors:
-        errors.append(("plugins.bind", "at least one bind plugin is required"))
-
-    # Score weights: Score entries first, then multiPoint; the first mention wins; 0 means 1.
-    weights: dict[str, int] = {}
-    total = 0
-    for ref in [*plugins.score.enabled, *plugins.multi_point.enabled]:
-        cls = classes.get(ref.name)
-        if cls is None or not _implements(cls, "score") or ref.name in weights:
-            continue
-        weights[ref.name] = ref.weight or 1
-        if weights[ref.name] * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
-            errors.append(("plugins.score", "total score of Score plugins could overflow"))
-        total += weights[ref.name] * MAX_NODE_SCORE
-
-    # Typed args: pluginConfig entries are validated by the plugin's Args model.
-    args: dict[str, Any] = {}
-    seen: set[str] = set()
-    for i, pc in enumerate(spec.plugin_config):
-        path = f"pluginConfig[{i}]"
-        if pc.name in seen:
-            errors.append((f"{path}.name", f"duplicate config for plugin {pc.name!r}"))
-            continue
-        seen.add(pc.name)
-        cls = load(pc.name, f"{path}.name")
-        if cls is None:
-            continue
-        model = getattr(cls, "Args", None)
-        if model is None:
-            if pc.args:
-                errors.append((f"{path}.args", f"plugin {pc.name!r} takes no args"))
-            args[pc.name] = None
-            continue
-        try:
-            args[pc.name] = model.model_validate(pc.args)
-        except ValidationError as exc:
-            for err in exc.errors():
-                errors.append((_loc([f"{path}.args", *err["loc"]]), err["msg"]))
-    needed = {n for names in points.values() for n in names}
-    for name in needed:
-        if name in args:
-            continue
-        model = getattr(classes[name], "Args", None)
-        if model is None:
-            args[name] = None
-            continue
-        try:
-            args[name] = model()
-        except ValidationError as exc:
-            errors.append(
-                (f"pluginConfig[{name}].args", f"plugin {name!r} needs args: {exc.errors()[0]['msg']}")
-            )
-
-    if errors:
-        raise ProfileError(errors)
-    return ResolvedPlugins(points=points, weights=weights, args=args, classes=classes)
-
-
-# --- entry points -------------------------------------------------------------------------------
-
-
-def load_profile(spec: Mapping[str, Any], registry: Registry | None = None) -> SchedulerProfileSpec:
-    """Parse, default-merge and validate one profile spec; raise ProfileError naming the field."""
+    Only the shape is checked here; ``framework.profiles.load_profile`` also resolves the plugins
+    against a registry (unknown plugins, extension points, weights, args)."""
     try:
         profile = SchedulerProfileSpec.model_validate(dict(spec))
     except ValidationError as exc:
         errors = []
         for err in exc.errors():
             msg = err["msg"]
-            loc = _loc(err["loc"])
+            loc = location(err["loc"])
             if msg.startswith("Value error, ") and ": " in msg:  # our model validator names its field
                 loc, _, msg = msg.removeprefix("Value error, ").partition(": ")
             errors.append((loc, msg))
         raise ProfileError(errors) from None
     profile.plugins = merge_plugins(profile.plugins)
-    profile._resolved = resolve_plugins(profile, registry)
     return profile
 
 
-def default_profile(
-    scheduler_name: str = DEFAULT_SCHEDULER_NAME, registry: Registry | None = None
-) -> SchedulerProfileSpec:
-    """The profile that exists without any SchedulerProfile resource."""
-    return load_profile({"schedulerName": scheduler_name}, registry)
+def location(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as a field path: ``pluginConfig[0].args.foo``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def profile_json_schema() -> dict[str, Any]:

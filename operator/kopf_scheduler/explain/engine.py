@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
-from kopf_scheduler.framework.interface import Code, CycleState, Status
-from kopf_scheduler.framework.runtime import FrameworkError, is_success
+from kopf_scheduler.framework.interface import Code, CycleState, Status, is_success
+from kopf_scheduler.framework.runtime import FrameworkError
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
@@ -107,23 +107,18 @@ class World:
     """
 
     def __init__(self, inputs: Inputs, exclude: frozenset[str] = frozenset()) -> None:
-        from kopf_scheduler.cache.cache import Cache
-        from kopf_scheduler.eventhandlers import EventHandlers
-        from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-        from kopf_scheduler.scheduler import ProfileSet, Scheduler
-        from kopf_scheduler.testing.fake_client import FakeClusterClient
+        from kopf_scheduler.engine import new_engine
+        from kopf_scheduler.memory_client import MemoryClusterClient
 
         self.inputs = inputs
-        self.cache = Cache()
-        self.queue = PriorityQueue()
-        self.profiles = ProfileSet(inputs.profiles)
         # Never written to: nothing here binds, reports or evicts.
-        client = FakeClusterClient(objects=inputs.objects)
-        self.scheduler: Scheduler = Scheduler(
-            self.cache, self.queue, client, self.profiles, rng=random.Random(0), objects=inputs.objects
-        )
-        profiles = self.profiles
-        handlers = EventHandlers(self.cache, self.queue, lambda pod: pod.scheduler_name in profiles)
+        client = MemoryClusterClient(objects=inputs.objects)
+        engine = new_engine(client, inputs.profiles, objects=inputs.objects, rng=random.Random(0))
+        self.cache = engine.cache
+        self.queue = engine.queue
+        self.profiles = engine.profiles
+        self.scheduler: Scheduler = engine.scheduler
+        handlers = engine.handlers
         for node in inputs.nodes:
             handlers.add_node(node)
         for pod in [*inputs.running, *inputs.pending]:

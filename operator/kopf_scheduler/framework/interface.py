@@ -15,20 +15,32 @@ reports (the per-node method is the reference).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from kopf_scheduler.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+    QueueingHintFn,
+)
 
 if TYPE_CHECKING:
     import numpy as np
 
     from kopf_scheduler.api.objects import PodSpec
-    from kopf_scheduler.framework.types import NodeInfo
+    from kopf_scheduler.framework.client import ClusterClient
+    from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
+    from kopf_scheduler.metrics.recorder import MetricsRecorder
 
 __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "ActionType",
+    "AsyncPreemptionPlugin",
     "BindPlugin",
     "ClusterEvent",
     "ClusterEventWithHint",
@@ -41,6 +53,7 @@ __all__ = [
     "NodeLister",
     "PermitPlugin",
     "Plugin",
+    "PodNominator",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
@@ -52,9 +65,11 @@ __all__ = [
     "PreScorePlugin",
     "QueueSortPlugin",
     "QueueingHint",
+    "QueueingHintFn",
     "ReservePlugin",
     "ScorePlugin",
     "Status",
+    "is_success",
 ]
 
 MAX_NODE_SCORE = 100
@@ -170,88 +185,6 @@ class CycleState:
         return other
 
 
-# --- cluster events and queueing hints ----------------------------------------------------------
-
-
-class EventResource(enum.StrEnum):
-    POD = "Pod"
-    ASSIGNED_POD = "AssignedPod"
-    UNSCHEDULED_POD = "UnscheduledPod"
-    NODE = "Node"
-    PVC = "PersistentVolumeClaim"
-    PV = "PersistentVolume"
-    # Group-qualified as the reference spells them: event labels read "storage.k8s.io/CSINodeAdd".
-    STORAGE_CLASS = "storage.k8s.io/StorageClass"
-    CSI_NODE = "storage.k8s.io/CSINode"
-    VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
-    CSI_DRIVER = "storage.k8s.io/CSIDriver"
-    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
-    PDB = "PodDisruptionBudget"
-    WILDCARD = "*"
-
-
-class ActionType(enum.IntFlag):
-    ADD = 1
-    DELETE = 2
-    UPDATE_NODE_ALLOCATABLE = 4
-    UPDATE_NODE_LABEL = 8
-    UPDATE_NODE_TAINT = 16
-    UPDATE_NODE_CONDITION = 32
-    UPDATE_NODE_ANNOTATION = 64
-    UPDATE_POD_LABEL = 128
-    UPDATE_POD_SCALE_DOWN = 256
-    UPDATE_POD_TOLERATIONS = 512
-    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
-    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
-    UPDATE_NODE_DECLARED_FEATURE = 8192  # 4096 is the queue's UPDATE_POD_OTHER
-    UPDATE = (
-        UPDATE_NODE_ALLOCATABLE
-        | UPDATE_NODE_LABEL
-        | UPDATE_NODE_TAINT
-        | UPDATE_NODE_CONDITION
-        | UPDATE_NODE_ANNOTATION
-        | UPDATE_POD_LABEL
-        | UPDATE_POD_SCALE_DOWN
-        | UPDATE_POD_TOLERATIONS
-        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
-        | 4096
-        | UPDATE_NODE_DECLARED_FEATURE
-    )
-    ALL = ADD | DELETE | UPDATE
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEvent:
-    resource: EventResource
-    action: ActionType
-    label: str = ""
-
-    def matches(self, incoming: ClusterEvent) -> bool:
-        """Does an incoming event fall under this registered one (the reference's ``Match``)."""
-        if self.resource != EventResource.WILDCARD and incoming.resource != self.resource:
-            # A registered "Pod" covers both assigned and unscheduled pods.
-            pod_kinds = (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
-            if not (self.resource == EventResource.POD and incoming.resource in pod_kinds):
-                return False
-        return bool(self.action & incoming.action)
-
-
-class QueueingHint(enum.IntEnum):
-    QUEUE_SKIP = 0
-    QUEUE = 1
-
-
-# (pod waiting in the unschedulable pool, old object, new object) -> hint
-QueueingHintFn = Callable[["PodSpec", Any, Any], QueueingHint]
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEventWithHint:
-    event: ClusterEvent
-    hint: QueueingHintFn | None = None
-
-
 # --- results ------------------------------------------------------------------------------------
 
 
@@ -291,16 +224,63 @@ class NodeLister(Protocol):
     def have_pods_with_required_anti_affinity_list(self) -> Sequence[NodeInfo]: ...
 
 
+class PodNominator(Protocol):
+    """Pods nominated to nodes by preemption (``framework.PodNominator``); the queue owns one."""
+
+    def add_nominated_pod(self, pod: PodSpec, node_name: str = "") -> None: ...
+
+    def delete_nominated_pod_if_exists(self, pod: PodSpec) -> None: ...
+
+    def update_nominated_pod(self, old: PodSpec, new: PodSpec) -> None: ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]: ...
+
+    def __len__(self) -> int:
+        """How many pods are nominated (0 lets filtering skip the nominated-pods pass)."""
+        ...
+
+
 class Handle(Protocol):
-    """What plugins get from the framework at construction (``framework.Handle``)."""
+    """What plugins get from the framework at construction (``framework.Handle``): the
+    framework's own services, fixed for its lifetime, and the runner preemption's what-ifs use."""
 
     @property
-    def snapshot(self) -> NodeLister: ...
+    def snapshot(self) -> NodeLister:
+        """The cycle's snapshot (the same object every cycle; refreshed in place)."""
+        ...
 
     # Cluster objects other than pods and nodes (PVCs, PVs, StorageClasses, CSINodes, PDBs,
     # Namespaces), keyed by kind then by "namespace/name" or "name". Filled by the edge.
     @property
     def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    @property
+    def client(self) -> ClusterClient | None:
+        """The cluster's writes, for binding-side plugins; None in a framework that never binds."""
+        ...
+
+    @property
+    def nominator(self) -> PodNominator | None: ...
+
+    @property
+    def parallelism(self) -> int: ...
+
+    @property
+    def metrics(self) -> MetricsRecorder: ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]: ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+    ) -> Status | None: ...
 
 
 # --- plugins ------------------------------------------------------------------------------------
@@ -327,9 +307,7 @@ class PreEnqueuePlugin(Protocol):
 class QueueSortPlugin(Protocol):
     name: str
 
-    def less(self, a: Any, b: Any) -> bool:
-        """``a`` and ``b`` are queued pod infos (``queue.QueuedPodInfo``)."""
-        ...
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
 
 
 @runtime_checkable
@@ -382,6 +360,18 @@ class PostFilterPlugin(Protocol):
     def post_filter(
         self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class AsyncPreemptionPlugin(Protocol):
+    """A PostFilter plugin whose preemption the scheduler carries out in the background: it is
+    told when the evictions start and finish (its PreEnqueue holds the preemptor meanwhile)."""
+
+    name: str
+
+    def preemption_started(self, pod_uid: str) -> None: ...
+
+    def preemption_finished(self, pod_uid: str) -> None: ...
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResul
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
-    from kopf_scheduler.framework.interface import NodeLister
+    from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "Candidate",
     "Evaluator",
     "PodDisruptionBudget",
-    "PreemptionHandle",
     "PreemptionPolicy",
     "earliest_start_time_of_highest_priority",
     "lower_priority_nominated_pods",
@@ -53,28 +52,6 @@ def success_message(node_name: str, num_victims: int) -> str:
 
 
 _MAX_INT32 = 2**31 - 1
-
-
-class PreemptionHandle(Protocol):
-    """What the evaluator needs of the framework (``framework.Handle`` in the reference)."""
-
-    @property
-    def snapshot(self) -> NodeLister: ...
-
-    @property
-    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
-
-    def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
-    ) -> Status | None: ...
-
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
-    ) -> Status | None: ...
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
-    ) -> Status | None: ...
 
 
 @dataclass(slots=True)
@@ -244,10 +221,16 @@ def pick_one_node_for_preemption(
 class Evaluator:
     """Runs preemption for one plugin: eligibility, candidate dry-run, choice."""
 
-    def __init__(self, plugin_name: str, handle: PreemptionHandle, policy: PreemptionPolicy) -> None:
+    def __init__(self, plugin_name: str, handle: Handle | None, policy: PreemptionPolicy) -> None:
         self.plugin_name = plugin_name
-        self.handle = handle
+        self._handle = handle
         self.policy = policy
+
+    @property
+    def handle(self) -> Handle:
+        if self._handle is None:
+            raise RuntimeError(f"{self.plugin_name} needs a framework handle")
+        return self._handle
 
     def preempt(
         self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]

@@ -21,22 +21,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kopf_scheduler.config.profile import ResolvedPlugins, SchedulerProfileSpec, resolve_plugins
+from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.framework.diagnosis import Diagnosis
+from kopf_scheduler.framework.events import WILDCARD_EVENT
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
-    ActionType,
-    ClusterEvent,
     ClusterEventWithHint,
     Code,
     CycleState,
-    EventResource,
     PostFilterResult,
     PreBindPreFlightPlugin,
     PreFilterResult,
     Status,
+    is_success,
 )
+from kopf_scheduler.framework.profiles import ResolvedPlugins, resolve_plugins
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.metrics.recorder import (
     BIND,
@@ -62,16 +62,25 @@ from kopf_scheduler.metrics.recorder import (
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
-    from kopf_scheduler.cache.snapshot import Snapshot
     from kopf_scheduler.framework.client import ClusterClient
+    from kopf_scheduler.framework.interface import PodNominator
+    from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
-__all__ = ["MAX_PERMIT_TIMEOUT", "Framework", "FrameworkError", "WaitingPod", "go_duration", "go_quote"]
+__all__ = [
+    "MAX_PERMIT_TIMEOUT",
+    "Framework",
+    "FrameworkError",
+    "FrameworkServices",
+    "WaitingPod",
+    "go_duration",
+    "go_quote",
+]
 
 log = logging.getLogger(__name__)
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # the reference's maxTimeout for Permit waits
-_ALL_EVENTS = [ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))]
+_ALL_EVENTS = [ClusterEventWithHint(WILDCARD_EVENT)]
 _CHUNK = 512  # rows filtered per batch before checking whether enough feasible nodes were found
 _perf = time.perf_counter
 # preemption_attempts_total counts this PostFilter plugin's runs (the reference counts in the plugin).
@@ -133,10 +142,6 @@ class FrameworkError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message)
         self.status = status
-
-
-def is_success(status: Status | None) -> bool:
-    return status is None or status.code == Code.SUCCESS
 
 
 # fwk.Code.String()
@@ -265,6 +270,33 @@ class WaitingPod:
 # --- the framework ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class FrameworkServices:
+    """What every profile's framework is built with and hands its plugins as the ``Handle``
+    (the reference's ``frameworkruntime.Option``s): fixed for the framework's lifetime."""
+
+    snapshot: Snapshot | None = None
+    objects: Mapping[str, Mapping[str, Any]] | None = None
+    client: ClusterClient | None = None
+    nominator: PodNominator | None = None
+    parallelism: int = 16
+    metrics: MetricsRecorder | None = None
+    clock: Callable[[], float] = time.monotonic
+
+    def build(self, profile: SchedulerProfileSpec, registry: Registry | None = None) -> Framework:
+        return Framework(
+            profile,
+            registry,
+            snapshot=self.snapshot,
+            objects=self.objects,
+            client=self.client,
+            nominator=self.nominator,
+            parallelism=self.parallelism,
+            clock=self.clock,
+            metrics=self.metrics,
+        )
+
+
 class Framework:
     """One profile's plugin instances and the logic to run them (``frameworkImpl``)."""
 
@@ -276,7 +308,7 @@ class Framework:
         snapshot: Snapshot | None = None,
         objects: Mapping[str, Mapping[str, Any]] | None = None,
         client: ClusterClient | None = None,
-        nominator: Any = None,
+        nominator: PodNominator | None = None,
         parallelism: int = 16,
         clock: Callable[[], float] = time.monotonic,
         metrics: MetricsRecorder | None = None,
@@ -287,9 +319,9 @@ class Framework:
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self._snapshot = snapshot
         self._objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
-        self.client = client
-        self.nominator = nominator
-        self.parallelism = parallelism
+        self._client = client
+        self._nominator = nominator
+        self._parallelism = parallelism
         self.clock = clock
         self.waiting_pods: dict[str, WaitingPod] = {}
         self._pre_filter_ext_cache: dict[str, tuple[tuple[Any, ...], list[tuple[str, Any]]]] = {}
@@ -327,7 +359,7 @@ class Framework:
 
     @metrics.setter
     def metrics(self, recorder: MetricsRecorder) -> None:
-        """Swapping the recorder (``ProfileSet.attach``) rebinds the evaluation counters too."""
+        """Setting the recorder binds the evaluation counters to it too."""
         self._metrics = recorder
         profile = self.profile_name
 
@@ -347,29 +379,31 @@ class Framework:
 
     @property
     def snapshot(self) -> Snapshot:
+        """The snapshot the owner refreshes each cycle (the scheduler's, via FrameworkServices)."""
         if self._snapshot is None:
-            from kopf_scheduler.cache.snapshot import Snapshot
-
-            self._snapshot = Snapshot()
+            raise RuntimeError("this framework was built without a snapshot")
         return self._snapshot
-
-    @snapshot.setter
-    def snapshot(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
 
     @property
     def objects(self) -> Mapping[str, Mapping[str, Any]]:
         return self._objects
 
-    @objects.setter
-    def objects(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
-        self._objects = objects
+    @property
+    def client(self) -> ClusterClient | None:
+        return self._client
+
+    @property
+    def nominator(self) -> PodNominator | None:
+        return self._nominator
+
+    @property
+    def parallelism(self) -> int:
+        return self._parallelism
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]:
-        if self.nominator is None:
+        if self._nominator is None:
             return []
-        pods: list[PodSpec] = self.nominator.nominated_pods_for_node(node_name)
-        return pods
+        return self._nominator.nominated_pods_for_node(node_name)
 
     def has_filter_plugins(self) -> bool:
         return bool(self.filter_plugins)

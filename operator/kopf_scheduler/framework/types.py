@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
 from kopf_scheduler.api.types import HostPort, Resource
 
-__all__ = ["HostPortInfo", "ImageState", "NodeInfo", "next_generation"]
+__all__ = ["HostPortInfo", "ImageState", "NodeInfo", "QueuedPodInfo", "next_generation"]
 
 _generation = 0
 
@@ -178,3 +178,28 @@ def _pvc_names(pod: PodSpec) -> Iterable[str]:
         claim = vol.get("persistentVolumeClaim")
         if isinstance(claim, dict) and claim.get("claimName"):
             yield f"{pod.namespace}/{claim['claimName']}"
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    """A pod in the queue plus what the queue knows of its past attempts."""
+
+    pod: PodSpec
+    timestamp: float = 0.0
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gating_plugin: str = ""
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
+    backoff_expiration: float | None = None
+
+    @property
+    def gated(self) -> bool:
+        """Rejected by a PreEnqueue plugin: kept out of activeQ until an event lifts the gate."""
+        return bool(self.gating_plugin)
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid

@@ -28,8 +28,10 @@ __all__ = [
     "labels",
     "meta",
     "not_found",
+    "pod_uses_claim",
     "pv_class",
     "pv_matches_node",
+    "pvc_claim_names",
     "pvc_class",
     "quantity",
     "resource_version",
@@ -134,6 +136,31 @@ def claim_of_volume(pod: PodSpec, volume: Mapping[str, Any]) -> tuple[str, bool]
         # ephemeral.VolumeClaimName: the controller names the claim <pod>-<volume>.
         return f"{pod.name}-{volume.get('name', '')}", True
     return None
+
+
+def pvc_claim_names(pod: PodSpec) -> list[str]:
+    """The claims a pod names in ``persistentVolumeClaim`` volumes (generic ephemeral ones not)."""
+    names = []
+    for vol in pod.volumes:
+        claim = claim_of_volume(pod, vol)
+        if claim is not None and not claim[1]:
+            names.append(claim[0])
+    return names
+
+
+def pod_uses_claim(pod: PodSpec, pvc: Any, *, ephemeral: bool) -> bool:
+    """Whether a PVC event concerns this pod: the claim is in its namespace and one of its volumes
+    names it (``ephemeral``: generic ephemeral volumes' claims count too, as for VolumeBinding
+    and NodeVolumeLimits; VolumeRestrictions and VolumeZone look at claim names only)."""
+    m = meta(pvc)
+    if (m.get("namespace") or "default") != pod.namespace:
+        return False
+    name = m.get("name")
+    for vol in pod.volumes:
+        claim = claim_of_volume(pod, vol)
+        if claim is not None and claim[0] == name and (ephemeral or not claim[1]):
+            return True
+    return False
 
 
 def volume_is_for_pod(pod: PodSpec, pvc: Mapping[str, Any]) -> str | None:

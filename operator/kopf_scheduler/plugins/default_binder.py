@@ -39,7 +39,7 @@ class DefaultBinder(Plugin):
     rng: random.Random = random.Random()
 
     async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
-        client = getattr(self.handle, "client", None)
+        client = self.handle.client if self.handle is not None else None
         if client is None:
             return Status.as_error(RuntimeError("DefaultBinder: the framework handle has no cluster client"))
         delay = BIND_BACKOFF_SECONDS

@@ -14,7 +14,7 @@ import functools
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -34,7 +34,6 @@ from kopf_scheduler.framework.preemption import (
     Candidate,
     Evaluator,
     PodDisruptionBudget,
-    PreemptionHandle,
     pod_start_time,
 )
 
@@ -188,7 +187,7 @@ class DefaultPreemption(Plugin):
         self._preempting: set[str] = set()
         # The index of the PDB list the evaluator passes to every node of one dry run.
         self._pdb_index: PdbIndex | None = None
-        self.evaluator = Evaluator(NAME, cast(PreemptionHandle, handle), self)
+        self.evaluator = Evaluator(NAME, handle, self)
 
     # -- extension points --
 
@@ -314,10 +313,10 @@ class DefaultPreemption(Plugin):
 
     # -- helpers --
 
-    def _handle(self) -> PreemptionHandle:
+    def _handle(self) -> Handle:
         if self.handle is None:
             raise RuntimeError("DefaultPreemption needs a framework handle")
-        return cast(PreemptionHandle, self.handle)
+        return self.handle
 
     def _is_preemption_allowed(self, node_info: NodeInfo, victim: PodSpec, preemptor: PodSpec) -> bool:
         if victim.priority >= preemptor.priority:

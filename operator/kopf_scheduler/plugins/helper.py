@@ -12,7 +12,7 @@ from kopf_scheduler.api.objects import NodeSpec
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE
 
 if TYPE_CHECKING:
-    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.snapshot import Snapshot
 
 __all__ = ["NodeMaskMemo", "default_normalize_score"]
 

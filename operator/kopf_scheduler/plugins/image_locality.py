@@ -86,8 +86,7 @@ class ImageLocality(Plugin):
     name = "ImageLocality"
 
     def _total_nodes(self) -> int:
-        snapshot: Any = getattr(self.handle, "snapshot", None)
-        return len(snapshot.list()) if snapshot is not None else 0
+        return len(self.handle.snapshot.list()) if self.handle is not None else 0
 
     def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
         total = self._total_nodes()

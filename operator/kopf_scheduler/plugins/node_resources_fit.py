@@ -43,7 +43,7 @@ from kopf_scheduler.plugins.resource_allocation import (
 )
 
 if TYPE_CHECKING:
-    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.snapshot import Snapshot
 
 __all__ = [
     "InsufficientResource",

@@ -22,7 +22,7 @@ from kopf_scheduler.framework.interface import (
 from kopf_scheduler.framework.types import NodeInfo
 
 if TYPE_CHECKING:
-    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.snapshot import Snapshot
 
 __all__ = ["NodeUnschedulable"]
 

@@ -39,6 +39,7 @@ from kopf_scheduler.plugins._volumes import (
     labels,
     meta,
     not_found,
+    pod_uses_claim,
     pvc_class,
     spec,
     volume_is_for_pod,
@@ -211,14 +212,7 @@ class NodeVolumeLimits(Plugin):
 
     @staticmethod
     def _after_pvc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        m = meta(new)
-        if (m.get("namespace") or "default") != pod.namespace:
-            return QueueingHint.QUEUE_SKIP
-        for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is not None and claim[0] == m.get("name"):
-                return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     # -- PreFilter / Filter --
 

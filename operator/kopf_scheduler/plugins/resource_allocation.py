@@ -19,12 +19,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY
-from kopf_scheduler.cache.snapshot import BASE_COLUMNS
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE
+from kopf_scheduler.framework.snapshot import BASE_COLUMNS
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import PodSpec
-    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [

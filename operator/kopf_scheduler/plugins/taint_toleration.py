@@ -28,7 +28,7 @@ from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.helper import default_normalize_score
 
 if TYPE_CHECKING:
-    from kopf_scheduler.cache.snapshot import Snapshot
+    from kopf_scheduler.framework.snapshot import Snapshot
 
 __all__ = ["TaintToleration", "find_untolerated_taint"]
 

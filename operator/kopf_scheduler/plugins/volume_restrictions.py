@@ -27,7 +27,7 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.plugins._volumes import meta, not_found, spec
+from kopf_scheduler.plugins._volumes import meta, not_found, pod_uses_claim, pvc_claim_names, spec
 
 __all__ = ["VolumeRestrictions"]
 
@@ -54,15 +54,8 @@ class _PreFilterState:
 
     def update_with_pod(self, pod: PodSpec, multiplier: int) -> None:
         self.conflicting_ref_count += multiplier * sum(
-            1 for name in _pvc_claim_names(pod) if name in self.rwop_claims
+            1 for name in pvc_claim_names(pod) if name in self.rwop_claims
         )
-
-
-def _pvc_claim_names(pod: PodSpec) -> Iterable[str]:
-    for vol in pod.volumes:
-        pvc = vol.get("persistentVolumeClaim")
-        if isinstance(pvc, Mapping):
-            yield str(pvc.get("claimName") or "")
 
 
 def _needs_restrictions_check(volume: Mapping[str, Any]) -> bool:
@@ -121,7 +114,7 @@ class VolumeRestrictions(Plugin):
     def _rwop_claims(self, pod: PodSpec) -> tuple[frozenset[str], str | None]:
         claims = self.handle.objects.get("PersistentVolumeClaim", {}) if self.handle is not None else {}
         names: set[str] = set()
-        for claim_name in _pvc_claim_names(pod):
+        for claim_name in pvc_claim_names(pod):
             pvc = claims.get(f"{pod.namespace}/{claim_name}")
             if pvc is None:
                 return frozenset(), not_found("PersistentVolumeClaim", claim_name)
@@ -187,12 +180,7 @@ class VolumeRestrictions(Plugin):
 
     @staticmethod
     def _after_pvc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        m = meta(new)
-        if (m.get("namespace") or "default") != pod.namespace:
-            return QueueingHint.QUEUE_SKIP
-        if m.get("name") in set(_pvc_claim_names(pod)):
-            return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=False) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _after_pod_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
@@ -202,7 +190,7 @@ class VolumeRestrictions(Plugin):
         if not _satisfy_volume_conflicts(pod, [deleted]):
             return QueueingHint.QUEUE
         # The deleted pod may have held one of our ReadWriteOncePod claims (access mode not checked).
-        claims = set(_pvc_claim_names(pod))
-        if any(name in claims for name in _pvc_claim_names(deleted)):
+        claims = set(pvc_claim_names(pod))
+        if any(name in claims for name in pvc_claim_names(deleted)):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

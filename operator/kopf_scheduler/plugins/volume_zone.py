@@ -25,7 +25,15 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.plugins._volumes import labels, meta, not_found, pvc_class, spec
+from kopf_scheduler.plugins._volumes import (
+    labels,
+    meta,
+    not_found,
+    pod_uses_claim,
+    pvc_claim_names,
+    pvc_class,
+    spec,
+)
 
 __all__ = ["VolumeZone"]
 
@@ -67,15 +75,6 @@ def _label_zones_to_set(value: str) -> frozenset[str] | None:
     return frozenset(zones)
 
 
-def _claim_names(pod: PodSpec) -> list[str]:
-    names = []
-    for vol in pod.volumes:
-        pvc = vol.get("persistentVolumeClaim")
-        if isinstance(pvc, Mapping):
-            names.append(str(pvc.get("claimName") or ""))
-    return names
-
-
 class VolumeZone(Plugin):
     name = "VolumeZone"
 
@@ -83,7 +82,7 @@ class VolumeZone(Plugin):
         objects: Mapping[str, Mapping[str, Any]] = self.handle.objects if self.handle is not None else {}
         claims = objects.get("PersistentVolumeClaim", {})
         out: list[_PVTopology] = []
-        for claim_name in _claim_names(pod):
+        for claim_name in pvc_claim_names(pod):
             if not claim_name:
                 return (), Status.unresolvable("PersistentVolumeClaim had no name")
             pvc = claims.get(f"{pod.namespace}/{claim_name}")
@@ -167,10 +166,7 @@ class VolumeZone(Plugin):
 
     @staticmethod
     def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        m = meta(new)
-        if (m.get("namespace") or "default") == pod.namespace and m.get("name") in _claim_names(pod):
-            return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=False) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _after_sc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:

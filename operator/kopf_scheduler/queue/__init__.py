@@ -6,7 +6,6 @@ from kopf_scheduler.queue.scheduling_queue import (
     QueuedPodInfo,
     QueueingStrategy,
     default_less,
-    pod_scheduling_properties_change,
 )
 
 __all__ = [
@@ -15,5 +14,4 @@ __all__ = [
     "QueuedPodInfo",
     "QueueingStrategy",
     "default_less",
-    "pod_scheduling_properties_change",
 ]

@@ -12,8 +12,9 @@ Three places a pending pod can be:
   longer than ``max_unschedulable_duration``.
 
 Events that arrive while a pod is being scheduled ("in flight", between ``pop`` and ``done``) are
-recorded and replayed against the pod when it comes back through
-``add_unschedulable_if_not_present``, so an event during its cycle is never lost.
+recorded (``in_flight.InFlight``) and replayed against the pod when it comes back through
+``add_unschedulable_if_not_present``, so an event during its cycle is never lost. Both heaps are
+``heap.Heap``; the protocol callers program against is ``interface.SchedulingQueue``.
 
 Single-threaded by design: everything runs on the operator's event loop, so no locks.
 """
@@ -24,45 +25,40 @@ import asyncio
 import enum
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kopf_scheduler.api.objects import PodSpec
-from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
-from kopf_scheduler.framework.interface import (
-    ActionType,
+from kopf_scheduler.framework.events import (
+    EVENT_FORCE_ACTIVATE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_UNSCHEDULED_POD_ADD,
+    EVENT_UNSCHEDULED_POD_UPDATE,
+    WILDCARD_EVENT,
     ClusterEvent,
     ClusterEventWithHint,
-    Code,
-    EventResource,
-    PreEnqueuePlugin,
     QueueingHint,
-    Status,
+    is_wildcard,
+    match_cluster_event,
+    pod_scheduling_properties_change,
 )
+from kopf_scheduler.framework.interface import Code, Status
+from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
+from kopf_scheduler.queue.heap import Heap
+from kopf_scheduler.queue.in_flight import InFlight
+from kopf_scheduler.queue.interface import HintsMap, PreEnqueueCheck, PreEnqueueFn
 from kopf_scheduler.queue.nominator import Nominator
 
 __all__ = [
     "DEFAULT_MAX_UNSCHEDULABLE_DURATION",
     "DEFAULT_POD_INITIAL_BACKOFF",
     "DEFAULT_POD_MAX_BACKOFF",
-    "EVENT_ASSIGNED_POD_ADD",
-    "EVENT_ASSIGNED_POD_DELETE",
-    "EVENT_FORCE_ACTIVATE",
-    "EVENT_NODE_ADD",
-    "EVENT_NODE_DELETE",
-    "EVENT_UNSCHEDULABLE_TIMEOUT",
-    "UPDATE_POD_OTHER",
     "HintsMap",
     "PriorityQueue",
     "QueuedPodInfo",
     "QueueingStrategy",
     "default_less",
-    "is_pod_updated",
-    "match_cluster_event",
-    "pod_scheduling_properties_change",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,34 +69,12 @@ DEFAULT_MAX_UNSCHEDULABLE_DURATION = 300.0
 BACKOFF_FLUSH_PERIOD = 1.0
 UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
-# The bit of ActionType.UPDATE not covered by a named update (the reference's updatePodOther):
-# only plugins that registered a general Pod/Update hear it.
-UPDATE_POD_OTHER = ActionType(4096)
-
-EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD, "UnscheduledPodAdd")
-EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(
-    EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"
-)
-EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(
-    EventResource.UNSCHEDULED_POD, ActionType.DELETE, "UnscheduledPodDelete"
-)
-EVENT_ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
-EVENT_ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
-EVENT_NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
-EVENT_NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
-EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
-EVENT_FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
-
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
-_WILDCARD_REGISTRATION = (ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL)),)
+_WILDCARD_REGISTRATION = (ClusterEventWithHint(WILDCARD_EVENT),)
 
-# plugin name -> the events it registered (with their hints)
-HintsMap = Mapping[str, Sequence[ClusterEventWithHint]]
-PreEnqueueFn = Callable[[PodSpec], Sequence[PreEnqueuePlugin]]
-PreEnqueueCheck = Callable[[PodSpec], bool]
 
 
 class QueueingStrategy(enum.IntEnum):
@@ -114,31 +88,6 @@ BACKOFF_Q = "backoff"
 UNSCHEDULABLE_Q = "unschedulable"
 
 
-@dataclass(slots=True, eq=False)
-class QueuedPodInfo:
-    """A pod in the queue plus what the queue knows of its past attempts."""
-
-    pod: PodSpec
-    timestamp: float = 0.0
-    initial_attempt_timestamp: float | None = None
-    attempts: int = 0
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    pending_plugins: set[str] = field(default_factory=set)
-    gating_plugin: str = ""
-    unschedulable_count: int = 0
-    consecutive_errors_count: int = 0
-    backoff_expiration: float | None = None
-
-    @property
-    def gated(self) -> bool:
-        """Rejected by a PreEnqueue plugin: kept out of activeQ until an event lifts the gate."""
-        return bool(self.gating_plugin)
-
-    @property
-    def uid(self) -> str:
-        return self.pod.uid
-
-
 def _errored(qpi: QueuedPodInfo) -> bool:
     """Failed with an error rather than rejected by plugins (the reference's podErrorBackoffQ)."""
     return not qpi.unschedulable_plugins and not qpi.pending_plugins
@@ -149,194 +98,6 @@ def default_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     if a.pod.priority != b.pod.priority:
         return a.pod.priority > b.pod.priority
     return a.timestamp < b.timestamp
-
-
-# --- events -------------------------------------------------------------------------------------
-
-
-def _is_wildcard(event: ClusterEvent) -> bool:
-    return event.resource == EventResource.WILDCARD and event.action == ActionType.ALL
-
-
-def match_cluster_event(registered: ClusterEvent, incoming: ClusterEvent) -> bool:
-    """The reference's ``MatchClusterEvents``: a wildcard incoming event matches every registration."""
-    if _is_wildcard(incoming):
-        return True
-    return registered.matches(incoming)
-
-
-def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[ClusterEvent]:
-    """The events a pod update stands for (``framework.PodSchedulingPropertiesChange``)."""
-    resource = EventResource.ASSIGNED_POD if new.node_name else EventResource.UNSCHEDULED_POD
-    prefix = str(resource)
-    events: list[ClusterEvent] = []
-    if old.labels != new.labels:
-        events.append(ClusterEvent(resource, ActionType.UPDATE_POD_LABEL, f"{prefix}UpdatePodLabel"))
-    if _scaled_down(old, new):
-        events.append(ClusterEvent(resource, ActionType.UPDATE_POD_SCALE_DOWN, f"{prefix}UpdatePodScaleDown"))
-    if old.scheduling_gates and not new.scheduling_gates:
-        events.append(
-            ClusterEvent(
-                resource,
-                ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
-                f"{prefix}UpdatePodSchedulingGatesEliminated",
-            )
-        )
-    if old.tolerations != new.tolerations:
-        events.append(
-            ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodToleration")
-        )
-    if not events:
-        events.append(ClusterEvent(resource, UPDATE_POD_OTHER, f"{prefix}Update"))
-    return events
-
-
-def _scaled_down(old: PodSpec, new: PodSpec) -> bool:
-    o, n = old.requests, new.requests
-    pairs = [
-        (o.milli_cpu, n.milli_cpu),
-        (o.memory, n.memory),
-        (o.ephemeral_storage, n.ephemeral_storage),
-    ]
-    pairs.extend((amount, n.scalar.get(name, 0)) for name, amount in o.scalar.items())
-    return any(before > after for before, after in pairs if before)
-
-
-_VOLATILE_META = ("resourceVersion", "generation", "managedFields", "finalizers")
-
-
-def is_pod_updated(old: PodSpec, new: PodSpec) -> bool:
-    """Whether an update changed more than status/bookkeeping (``isPodUpdated``)."""
-
-    def strip(raw: Mapping[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in raw.items() if k != "status"}
-        meta = raw.get("metadata")
-        if isinstance(meta, Mapping):
-            out["metadata"] = {k: v for k, v in meta.items() if k not in _VOLATILE_META}
-        status = raw.get("status")
-        if isinstance(status, Mapping) and "resourceClaimStatuses" in status:
-            out["status"] = {"resourceClaimStatuses": status["resourceClaimStatuses"]}
-        return out
-
-    if not old.raw and not new.raw:
-        return old is not new
-    return strip(old.raw) != strip(new.raw)
-
-
-# --- an indexed binary heap ---------------------------------------------------------------------
-
-
-class _Heap:
-    """A binary heap keyed by pod UID with O(log n) delete and re-position."""
-
-    __slots__ = ("_items", "_less", "_pos")
-
-    def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
-        self._items: list[QueuedPodInfo] = []
-        self._pos: dict[str, int] = {}
-        self._less = less
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, uid: object) -> bool:
-        return uid in self._pos
-
-    def __iter__(self) -> Iterator[QueuedPodInfo]:
-        return iter(list(self._items))
-
-    def get(self, uid: str) -> QueuedPodInfo | None:
-        i = self._pos.get(uid)
-        return None if i is None else self._items[i]
-
-    def push(self, qpi: QueuedPodInfo) -> None:
-        """Add, or replace the entry with the same UID and re-position it."""
-        i = self._pos.get(qpi.uid)
-        if i is not None:
-            self._items[i] = qpi
-            self._fix(i)
-            return
-        self._items.append(qpi)
-        self._pos[qpi.uid] = len(self._items) - 1
-        self._up(len(self._items) - 1)
-
-    def peek(self) -> QueuedPodInfo | None:
-        return self._items[0] if self._items else None
-
-    def pop(self) -> QueuedPodInfo | None:
-        if not self._items:
-            return None
-        return self._remove_at(0)
-
-    def remove(self, uid: str) -> QueuedPodInfo | None:
-        i = self._pos.get(uid)
-        return None if i is None else self._remove_at(i)
-
-    def fix(self, uid: str) -> None:
-        i = self._pos.get(uid)
-        if i is not None:
-            self._fix(i)
-
-    def _remove_at(self, i: int) -> QueuedPodInfo:
-        items = self._items
-        item = items[i]
-        last = items.pop()
-        del self._pos[item.uid]
-        if i < len(items):
-            items[i] = last
-            self._pos[last.uid] = i
-            self._fix(i)
-        return item
-
-    def _fix(self, i: int) -> None:
-        if not self._up(i):
-            self._down(i)
-
-    def _up(self, i: int) -> bool:
-        items, pos, less = self._items, self._pos, self._less
-        item = items[i]
-        moved = False
-        while i > 0:
-            parent = (i - 1) >> 1
-            if not less(item, items[parent]):
-                break
-            items[i] = items[parent]
-            pos[items[i].uid] = i
-            i = parent
-            moved = True
-        items[i] = item
-        pos[item.uid] = i
-        return moved
-
-    def _down(self, i: int) -> None:
-        items, pos, less = self._items, self._pos, self._less
-        n = len(items)
-        item = items[i]
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            right = child + 1
-            if right < n and less(items[right], items[child]):
-                child = right
-            if not less(items[child], item):
-                break
-            items[i] = items[child]
-            pos[items[i].uid] = i
-            i = child
-        items[i] = item
-        pos[item.uid] = i
-
-
-# --- the queue ----------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _InFlightEvent:
-    seq: int
-    event: ClusterEvent
-    old: Any
-    new: Any
 
 
 class PriorityQueue:
@@ -360,8 +121,6 @@ class PriorityQueue:
         hints: HintsMap | Callable[[PodSpec], HintsMap] | None = None,
         *,
         nominator: Nominator | None = None,
-        namespace_labels: Callable[[str], Mapping[str, str]] | None = None,
-        queueing_hints: bool = True,
         pop_from_backoff: bool = True,
         metrics: MetricsRecorder | None = None,
     ) -> None:
@@ -374,23 +133,16 @@ class PriorityQueue:
         self.hints: HintsMap | Callable[[PodSpec], HintsMap] = hints if hints is not None else {}
         self._all_hints: list[HintsMap] | None = None
         self.nominator = nominator if nominator is not None else Nominator()
-        self.namespace_labels = namespace_labels
-        self.queueing_hints = queueing_hints
         self.pop_from_backoff = pop_from_backoff
 
         self._less = less
-        self._active = _Heap(less)
-        self._backoff = _Heap(self._backoff_less)
+        self._active = Heap(less)
+        self._backoff = Heap(self._backoff_less)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._gated: set[str] = set()
 
         self.scheduling_cycle = 0
-        self.move_request_cycle = -1
-        self._in_flight: dict[str, int] = {}  # uid -> sequence number of the first event it may see
-        self._in_flight_pods: dict[str, PodSpec] = {}
-        self._deleted_in_flight: set[str] = set()
-        self._events: deque[_InFlightEvent] = deque()
-        self._event_seq = 0
+        self._in_flight = InFlight()
         self._seen_rejectors: set[str] = set()
         self._interest: dict[tuple[ClusterEvent, int], bool] = {}
 
@@ -417,7 +169,7 @@ class PriorityQueue:
         """Swap the QueueSort function (all profiles share it); re-heapifies activeQ."""
         self._less = less
         old = list(self._active)
-        self._active = _Heap(less)
+        self._active = Heap(less)
         for qpi in old:
             self._active.push(qpi)
 
@@ -568,7 +320,7 @@ class PriorityQueue:
             self.update(existing.pod, pod)
             return
         if pod.uid in self._in_flight:
-            self._in_flight_pods[pod.uid] = pod
+            self._in_flight.update(pod)
             return
         if self._move_to_active(self._new_qpi(pod), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
@@ -576,13 +328,12 @@ class PriorityQueue:
     def update(self, old: PodSpec, new: PodSpec) -> None:
         """An update of an unscheduled pod; may lift a gate or make a rejected pod schedulable."""
         uid = new.uid
-        events = pod_scheduling_properties_change(old, new) if self.queueing_hints else []
+        events = pod_scheduling_properties_change(old, new)
         if uid in self._in_flight:
             # It comes back through add_unschedulable_if_not_present; replay the update then.
-            self._in_flight_pods[uid] = new
-            if self.queueing_hints:
-                for ev in events:
-                    self._record_event(ev, old, new)
+            self._in_flight.update(new)
+            for ev in events:
+                self._in_flight.record(ev, old, new)
             return
         for heap in (self._active, self._backoff):
             qpi = heap.get(uid)
@@ -595,25 +346,16 @@ class PriorityQueue:
         if qpi is not None:
             qpi.pod = new
             self.nominator.update_nominated_pod(old, new)
-            if self.queueing_hints:
-                for ev in events:
-                    strategy = self._worth_requeuing(qpi, ev, old, new)
-                    if strategy == QueueingStrategy.SKIP:
-                        continue
-                    self._pool_remove(uid)
-                    where = self._requeue(qpi, strategy, ev.label, from_pool=True)
-                    if where == ACTIVE_Q:
-                        self._broadcast()
-                    if where != UNSCHEDULABLE_Q:
-                        break
-                return
-            if is_pod_updated(old, new):
-                if self.is_backing_off(qpi):
-                    self._move_to_backoff(qpi, EVENT_UNSCHEDULED_POD_UPDATE.label)
-                elif self._move_to_active(qpi, EVENT_UNSCHEDULED_POD_UPDATE.label):
+            for ev in events:
+                strategy = self._worth_requeuing(qpi, ev, old, new)
+                if strategy == QueueingStrategy.SKIP:
+                    continue
+                self._pool_remove(uid)
+                where = self._requeue(qpi, strategy, ev.label, from_pool=True)
+                if where == ACTIVE_Q:
                     self._broadcast()
-                return
-            self._pool_put(qpi)
+                if where != UNSCHEDULABLE_Q:
+                    break
             return
         # Not queued at all: added as new, under the reference's label for it.
         if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_ADD.label):
@@ -627,7 +369,7 @@ class PriorityQueue:
         if removed is not None:
             self._drop_unschedulable_reasons(removed)
         if uid in self._in_flight:
-            self._deleted_in_flight.add(uid)
+            self._in_flight.mark_deleted(uid)
 
     def activate(self, pods: Iterable[PodSpec] | Mapping[str, PodSpec]) -> None:
         """Move pods waiting in backoffQ or the pool to activeQ right away (``Activate``)."""
@@ -644,8 +386,7 @@ class PriorityQueue:
                     activated = True
                 continue
             if pod.uid in self._in_flight:
-                self._record_event(EVENT_FORCE_ACTIVATE, None, pod)
-                self.move_request_cycle = self.scheduling_cycle
+                self._in_flight.record(EVENT_FORCE_ACTIVATE, None, pod)
         if activated:
             self._broadcast()
 
@@ -668,9 +409,7 @@ class PriorityQueue:
         qpi.unschedulable_plugins.clear()
         qpi.pending_plugins.clear()
         self.scheduling_cycle += 1
-        self._in_flight[qpi.uid] = self._event_seq
-        self._in_flight_pods[qpi.uid] = qpi.pod
-        self._deleted_in_flight.discard(qpi.uid)
+        self._in_flight.start(qpi.pod)
         return qpi
 
     def _drop_unschedulable_reasons(self, qpi: QueuedPodInfo) -> None:
@@ -704,51 +443,33 @@ class PriorityQueue:
 
     def done(self, uid: str) -> None:
         """The pod's scheduling (and binding) attempt is over; forget events it no longer needs."""
-        if self._in_flight.pop(uid, None) is None:
-            return
-        self._in_flight_pods.pop(uid, None)
-        self._deleted_in_flight.discard(uid)
-        if not self._in_flight:
-            self._events.clear()
-            return
-        oldest = min(self._in_flight.values())
-        events = self._events
-        while events and events[0].seq < oldest:
-            events.popleft()
+        self._in_flight.finish(uid)
 
     def is_gone(self, uid: str) -> bool:
         """Deleted, or marked for deletion, while being scheduled: its failure is not reported."""
-        if uid in self._deleted_in_flight:
+        if self._in_flight.is_deleted(uid):
             return True
-        latest = self._in_flight_pods.get(uid)
+        latest = self._in_flight.latest(uid)
         return latest is not None and bool(latest.deletion_timestamp)
 
     def in_flight_pods(self) -> list[str]:
-        return list(self._in_flight)
+        return self._in_flight.uids()
 
     def is_known(self, uid: str) -> bool:
         """Queued, or being scheduled and not deleted meanwhile."""
-        return self._has(uid) or (uid in self._in_flight and uid not in self._deleted_in_flight)
-
-    def known_pods(self) -> list[PodSpec]:
-        """Every pod the queue holds or is scheduling (latest versions), for re-list reconciliation."""
-        out = [q.pod for q in self._active]
-        out += [q.pod for q in self._backoff]
-        out += [q.pod for q in self._unschedulable.values()]
-        out += [pod for uid, pod in self._in_flight_pods.items() if uid not in self._deleted_in_flight]
-        return out
+        return self._has(uid) or (uid in self._in_flight and not self._in_flight.is_deleted(uid))
 
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int) -> None:
         """Put back a pod whose attempt failed: to the pool, or to backoff/active when an event
         seen during its cycle may have made it schedulable."""
         uid = qpi.uid
         try:
-            if uid in self._deleted_in_flight:
+            if self._in_flight.is_deleted(uid):
                 return  # deleted or bound elsewhere while we were scheduling it
             if self._has(uid):
                 log.warning("pod %s is already queued; not adding it again", qpi.pod.key)
                 return
-            latest = self._in_flight_pods.get(uid)
+            latest = self._in_flight.latest(uid)
             if latest is not None:
                 qpi.pod = latest
             if not qpi.unschedulable_plugins and not qpi.pending_plugins:
@@ -763,13 +484,6 @@ class PriorityQueue:
             for plugin in qpi.unschedulable_plugins | qpi.pending_plugins:
                 self.metrics.unschedulable_reason(plugin, profile, 1)
 
-            if not self.queueing_hints:
-                rejected = qpi.unschedulable_plugins or qpi.pending_plugins
-                if self.move_request_cycle >= scheduling_cycle or not rejected:
-                    self._move_to_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
-                else:
-                    self._pool_put(qpi, SCHEDULE_ATTEMPT_FAILURE)
-                return
             strategy = self._hint_for_in_flight(qpi)
             if self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE) == ACTIVE_Q:
                 self._broadcast()
@@ -779,13 +493,11 @@ class PriorityQueue:
     def _hint_for_in_flight(self, qpi: QueuedPodInfo) -> QueueingStrategy:
         if not qpi.unschedulable_plugins and not qpi.pending_plugins:
             return QueueingStrategy.AFTER_BACKOFF
-        start = self._in_flight.get(qpi.uid)
-        if start is None:
+        seen = self._in_flight.events_for(qpi.uid)
+        if seen is None:
             return QueueingStrategy.AFTER_BACKOFF
         strategy = QueueingStrategy.SKIP
-        for rec in self._events:
-            if rec.seq < start:
-                continue
+        for rec in seen:
             got = self._worth_requeuing(qpi, rec.event, rec.old, rec.new)
             if got == QueueingStrategy.IMMEDIATELY:
                 return got
@@ -794,12 +506,6 @@ class PriorityQueue:
                 if not qpi.pending_plugins:
                     return strategy
         return strategy
-
-    def _record_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
-        if not self._in_flight:
-            return
-        self._events.append(_InFlightEvent(self._event_seq, event, old, new))
-        self._event_seq += 1
 
     # -- moving on cluster events --
 
@@ -813,7 +519,7 @@ class PriorityQueue:
 
     def is_event_of_interest(self, event: ClusterEvent) -> bool:
         """Can ``event`` move any pod? Lets most events skip walking the pool."""
-        if _is_wildcard(event):
+        if is_wildcard(event):
             return True
         # Memoised per event: every assigned pod's add/update asks this while pods are in flight
         # (~3% of our CPU in SchedulingBasic). Valid while the hints and the rejectors seen stay
@@ -851,7 +557,7 @@ class PriorityQueue:
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
         if not rejectors:
             return QueueingStrategy.AFTER_BACKOFF
-        if _is_wildcard(event):
+        if is_wildcard(event):
             if new is not None and (not isinstance(new, PodSpec) or new.uid != qpi.uid):
                 return QueueingStrategy.SKIP  # a wildcard aimed at another pod
             return QueueingStrategy.AFTER_BACKOFF
@@ -862,7 +568,7 @@ class PriorityQueue:
                 if not match_cluster_event(reg.event, event):
                     continue
                 hint = QueueingHint.QUEUE
-                if reg.hint is not None and self.queueing_hints:
+                if reg.hint is not None:
                     try:
                         hint = reg.hint(qpi.pod, old, new)
                     except Exception:
@@ -897,9 +603,7 @@ class PriorityQueue:
         """No pool pod could move and no in-flight pod could need the event replayed.
 
         The initial listing delivers every pod and node as an event while the queue is still empty;
-        without this check each of them walked every plugin's registrations for nothing. Skipping
-        the ``move_request_cycle`` update is exact here: it only matters to pods already in flight.
-        """
+        without this check each of them walked every plugin's registrations for nothing."""
         return not self._unschedulable and not self._in_flight
 
     def _move_pods(self, pods: Sequence[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
@@ -920,42 +624,9 @@ class PriorityQueue:
             self._pool_remove(qpi.uid)
             if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
-        self.move_request_cycle = self.scheduling_cycle
-        if self.queueing_hints:
-            self._record_event(event, old, new)
+        self._in_flight.record(event, old, new)
         if activated:
             self._broadcast()
-
-    def assigned_pod_added(self, pod: PodSpec) -> None:
-        """A bound pod appeared: only pods whose cross-topology terms could match it can move."""
-        self._move_pods(self._pods_with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
-
-    def assigned_pod_updated(self, old: PodSpec, new: PodSpec, event: ClusterEvent | None = None) -> None:
-        events = [event] if event is not None else pod_scheduling_properties_change(old, new)
-        scale_down = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCALE_DOWN)
-        for ev in events:
-            if match_cluster_event(scale_down, ev):
-                # Freed resources may help pods rejected by NodeResourcesFit: no pre-filter.
-                self.move_all_to_active_or_backoff(ev, old, new)
-            else:
-                self._move_pods(self._pods_with_cross_topology_term(new), ev, old, new)
-
-    def _pods_with_cross_topology_term(self, pod: PodSpec) -> list[QueuedPodInfo]:
-        ns_labels: Mapping[str, str] | None = None
-        out: list[QueuedPodInfo] = []
-        for qpi in self._unschedulable.values():
-            if "PodTopologySpread" in qpi.unschedulable_plugins and pod.namespace == qpi.pod.namespace:
-                out.append(qpi)
-                continue
-            aff = qpi.pod.affinity
-            terms = aff.pod_affinity.required if aff and aff.pod_affinity else ()
-            for term in terms:
-                if ns_labels is None and term.namespace_selector is not None:
-                    ns_labels = self.namespace_labels(pod.namespace) if self.namespace_labels else {}
-                if _term_matches(term, qpi.pod, pod, ns_labels or {}):
-                    out.append(qpi)
-                    break
-        return out
 
     # -- flushing --
 
@@ -1050,31 +721,3 @@ class PriorityQueue:
     def close(self) -> None:
         self._closed = True
         self._broadcast()
-
-
-def _term_matches(
-    term: PodAffinityTerm, owner: PodSpec, candidate: PodSpec, ns_labels: Mapping[str, str]
-) -> bool:
-    """Does ``candidate`` match an affinity term of pending pod ``owner`` (``AffinityTerm.Matches``)."""
-    namespaces = term.namespaces
-    if not namespaces and term.namespace_selector is None:
-        namespaces = frozenset((owner.namespace,))
-    in_ns = candidate.namespace in namespaces or (
-        term.namespace_selector is not None and term.namespace_selector.matches(ns_labels)
-    )
-    if not in_ns or term.selector is None:
-        return False
-    selector: LabelSelector = term.selector
-    extra = [
-        LabelSelectorRequirement(key, "In", frozenset((owner.labels[key],)))
-        for key in term.match_label_keys
-        if key in owner.labels
-    ]
-    extra += [
-        LabelSelectorRequirement(key, "NotIn", frozenset((owner.labels[key],)))
-        for key in term.mismatch_label_keys
-        if key in owner.labels
-    ]
-    if extra:
-        selector = selector.with_requirements(extra)
-    return selector.matches(candidate.labels)

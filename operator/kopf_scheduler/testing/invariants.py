@@ -56,7 +56,6 @@ __all__ = [
     "Report",
     "Violation",
     "check",
-    "fetch_state",
     "fetch_state_async",
 ]
 
@@ -455,15 +454,3 @@ async def fetch_state_async(api: Any) -> ClusterState:
         listing("/api/v1/namespaces"),
     )
     return ClusterState(pods=pods, nodes=nodes, events=events, namespaces=namespaces)
-
-
-def fetch_state(kubeconfig: str, context: str | None = None) -> ClusterState:
-    """Synchronous form for tests and scripts (runs its own event loop)."""
-    from kopf_scheduler.cluster.client import ApiClient
-    from kopf_scheduler.cluster.connection import load_credentials
-
-    async def go() -> ClusterState:
-        async with ApiClient(load_credentials(kubeconfig, context)) as api:
-            return await fetch_state_async(api)
-
-    return asyncio.run(go())

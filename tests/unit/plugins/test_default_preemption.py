@@ -1210,7 +1210,7 @@ PREEMPT_CASES: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("case", PREEMPT_CASES, ids=[c["id"] for c in PREEMPT_CASES])
 def test_preempt_through_framework(case: dict[str, Any]) -> None:
-    from kopf_scheduler.config.profile import load_profile
+    from kopf_scheduler.framework.profiles import load_profile
     from kopf_scheduler.framework.runtime import Framework
 
     enabled = [{"name": n} for n in ["PrioritySort", *case["plugins"], "DefaultPreemption", "DefaultBinder"]]

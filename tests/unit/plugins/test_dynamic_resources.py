@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.config.profile import DEFAULT_MULTI_POINT, load_profile
+from kopf_scheduler.config.profile import DEFAULT_MULTI_POINT
 from kopf_scheduler.framework.interface import Code, CycleState, Status
+from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.plugins.dynamic_resources import DynamicResources
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler

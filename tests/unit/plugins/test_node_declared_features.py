@@ -9,7 +9,7 @@ import pytest
 from node_plugin_helpers import make_snapshot
 
 from kopf_scheduler.api.objects import parse_node
-from kopf_scheduler.eventhandlers import node_scheduling_properties_change
+from kopf_scheduler.framework.events import node_scheduling_properties_change
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, QueueingHint
 from kopf_scheduler.plugins.node_declared_features import (
     ERR_REASON_UNSATISFIED,

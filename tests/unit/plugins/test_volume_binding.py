@@ -761,7 +761,7 @@ def test_pre_bind_pre_flight_without_state_is_not_found() -> None:
 
 
 def test_framework_pre_flight_wraps_the_volume_binding_error() -> None:
-    from kopf_scheduler.config.profile import load_profile
+    from kopf_scheduler.framework.profiles import load_profile
     from kopf_scheduler.framework.runtime import Framework
 
     # The default profile's PreBind plugins: VolumeBinding first, then DynamicResources.

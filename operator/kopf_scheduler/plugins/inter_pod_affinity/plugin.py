@@ -1,29 +1,14 @@
-"""InterPodAffinity (the reference's ``plugins/interpodaffinity``).
-
-Filter: the incoming pod's required affinity (some pod matching *all* terms in the node's domain, or
-the first-pod-of-a-group exception), its required anti-affinity, and the symmetry rule (an existing
-pod's required anti-affinity that matches the incoming pod blocks its domain).
-Score: the incoming pod's preferred terms against existing pods, and existing pods' preferred terms
-(and required affinity terms, weighted ``hardPodAffinityWeight``) against the incoming pod.
-
-PreFilter/PreScore count per topology pair (key, value); per-node partial results are memoised by
-NodeInfo generation, and with a ``Snapshot`` the counts are running sums over its rows refreshed only
-for rows whose generation moved (``TallyStore``), so a cycle after one bind recounts one node.
-Filter/Score are lookups (``filter_vector`` / ``score_vector`` do them for all nodes with numpy).
-"""
+"""The InterPodAffinity plugin (``plugin.go``, ``filtering.go``, ``scoring.go``): PreFilter,
+Filter and their vector forms, PreScore/Score/NormalizeScore, events and queueing hints."""
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kopf_scheduler.api.objects import NodeSpec, PodSpec
-from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -39,6 +24,24 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.plugins.inter_pod_affinity.args import InterPodAffinityArgs
+from kopf_scheduler.plugins.inter_pod_affinity.state import (
+    NAME,
+    PRE_FILTER_KEY,
+    PRE_SCORE_KEY,
+    Pair,
+    PreFilterState,
+    PreScoreState,
+    add_count,
+)
+from kopf_scheduler.plugins.inter_pod_affinity.terms import (
+    AffinityTerm,
+    PodTerms,
+    TermCache,
+    WeightedAffinityTerm,
+    pod_matches_all_terms,
+    pod_matches_any_term,
+)
 from kopf_scheduler.plugins.pod_topology_spread_common import (
     NodeMemo,
     TallyStore,
@@ -48,213 +51,14 @@ from kopf_scheduler.plugins.pod_topology_spread_common import (
 
 __all__ = ["AffinityTerm", "InterPodAffinity", "InterPodAffinityArgs"]
 
-NAME = "InterPodAffinity"
-PRE_FILTER_KEY = "PreFilter" + NAME
-PRE_SCORE_KEY = "PreScore" + NAME
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+
+
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
-
-_EVERYTHING = LabelSelector()
-
-Pair = tuple[str, str]
-
-
-class InterPodAffinityArgs(BaseModel):
-    """``InterPodAffinityArgs`` with the reference's defaults and validation."""
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-    hard_pod_affinity_weight: int = Field(default=1, alias="hardPodAffinityWeight")
-    ignore_preferred_terms_of_existing_pods: bool = Field(
-        default=False, alias="ignorePreferredTermsOfExistingPods"
-    )
-
-    @field_validator("hard_pod_affinity_weight")
-    @classmethod
-    def _weight_in_range(cls, v: int) -> int:
-        if not 0 <= v <= 100:
-            raise ValueError(f"hardPodAffinityWeight: Invalid value: {v}: not in valid range [0-100]")
-        return v
-
-
-# --- terms ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AffinityTerm:
-    """A processed PodAffinityTerm (``framework.AffinityTerm``); None selectors match nothing."""
-
-    namespaces: frozenset[str]
-    selector: LabelSelector | None
-    topology_key: str
-    namespace_selector: LabelSelector | None = None
-
-    def matches(self, pod: PodSpec, ns_labels: Mapping[str, str] | None) -> bool:
-        if pod.namespace in self.namespaces or (
-            self.namespace_selector is not None and self.namespace_selector.matches(ns_labels or {})
-        ):
-            return self.selector is not None and self.selector.matches(pod.labels)
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class WeightedAffinityTerm:
-    term: AffinityTerm
-    weight: int
-
-
-@dataclass(frozen=True, slots=True)
-class PodTerms:
-    required_affinity: tuple[AffinityTerm, ...] = ()
-    required_anti_affinity: tuple[AffinityTerm, ...] = ()
-    preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
-    preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
-
-
-_NO_TERMS = PodTerms()
-
-
-def _selector_with_label_keys(pod: PodSpec, term: PodAffinityTerm) -> LabelSelector | None:
-    """matchLabelKeys (In) / mismatchLabelKeys (NotIn) from the term owner's labels; nil stays nil."""
-    sel = term.selector
-    if sel is None or not (term.match_label_keys or term.mismatch_label_keys):
-        return sel
-    labels = pod.labels
-    extra = [
-        LabelSelectorRequirement(k, "In", frozenset({labels[k]}))
-        for k in term.match_label_keys
-        if k in labels
-    ]
-    extra += [
-        LabelSelectorRequirement(k, "NotIn", frozenset({labels[k]}))
-        for k in term.mismatch_label_keys
-        if k in labels
-    ]
-    return sel.with_requirements(extra) if extra else sel
-
-
-def new_affinity_term(pod: PodSpec, term: PodAffinityTerm) -> AffinityTerm:
-    """Empty namespaces and a nil namespaceSelector mean the owner's own namespace."""
-    if not term.namespaces and term.namespace_selector is None:
-        namespaces = frozenset({pod.namespace})
-    else:
-        namespaces = term.namespaces
-    return AffinityTerm(
-        namespaces, _selector_with_label_keys(pod, term), term.topology_key, term.namespace_selector
-    )
-
-
-def _build_terms(pod: PodSpec) -> PodTerms:
-    aff = pod.affinity
-    if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
-        return _NO_TERMS
-    pa, paa = aff.pod_affinity, aff.pod_anti_affinity
-    return PodTerms(
-        tuple(new_affinity_term(pod, t) for t in pa.required) if pa else (),
-        tuple(new_affinity_term(pod, t) for t in paa.required) if paa else (),
-        tuple(WeightedAffinityTerm(new_affinity_term(pod, w.term), w.weight) for w in pa.preferred)
-        if pa
-        else (),
-        tuple(WeightedAffinityTerm(new_affinity_term(pod, w.term), w.weight) for w in paa.preferred)
-        if paa
-        else (),
-    )
-
-
-class _TermCache:
-    """Processed terms per PodSpec object (identity-checked so a recycled id() is never trusted).
-
-    Pods are held weakly and an entry is dropped when its pod is freed: holding them strongly kept
-    every pod ever scheduled (raw object and all) alive under churn, the memory growing with the
-    pods ever seen rather than the pods alive. Pods without pod (anti-)affinity are not cached:
-    their answer is as cheap as a lookup.
-    """
-
-    __slots__ = ("__weakref__", "_data")
-
-    def __init__(self) -> None:
-        self._data: dict[int, tuple[weakref.ref[PodSpec], PodTerms]] = {}
-
-    def get(self, pod: PodSpec) -> PodTerms:
-        aff = pod.affinity
-        if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
-            return _NO_TERMS
-        key = id(pod)
-        hit = self._data.get(key)
-        if hit is not None and hit[0]() is pod:
-            return hit[1]
-        terms = _build_terms(pod)
-        # The callback holds the cache weakly too: no cycle through the pod's weakref.
-        this = weakref.ref(self)
-
-        def drop(ref: weakref.ref[PodSpec]) -> None:
-            cache = this()
-            if cache is not None:
-                entry = cache._data.get(key)
-                if entry is not None and entry[0] is ref:
-                    del cache._data[key]
-
-        self._data[key] = (weakref.ref(pod, drop), terms)
-        return terms
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
-    """True iff there are terms and the pod matches every one (incoming-pod terms: no ns labels)."""
-    if not terms:
-        return False
-    return all(t.matches(pod, None) for t in terms)
-
-
-def pod_matches_any_term(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
-    """``podMatchesAnyAffinityTerms`` (anti-affinity): the pod matches at least one term."""
-    return any(t.matches(pod, None) for t in terms)
-
-
-# --- states -----------------------------------------------------------------------------------------
-
-
-def _add(counts: dict[Pair, int], pair: Pair, value: int) -> None:
-    n = counts.get(pair, 0) + value
-    if n == 0:
-        counts.pop(pair, None)
-    else:
-        counts[pair] = n
-
-
-@dataclass(slots=True)
-class PreFilterState:
-    existing_anti_affinity_counts: dict[Pair, int] = field(default_factory=dict)
-    affinity_counts: dict[Pair, int] = field(default_factory=dict)
-    anti_affinity_counts: dict[Pair, int] = field(default_factory=dict)
-    terms: PodTerms = _NO_TERMS  # incoming pod's, namespaceSelector merged into namespaces
-    pod: PodSpec | None = None
-    namespace_labels: dict[str, str] = field(default_factory=dict)
-
-    def clone(self) -> PreFilterState:
-        return PreFilterState(
-            dict(self.existing_anti_affinity_counts),
-            dict(self.affinity_counts),
-            dict(self.anti_affinity_counts),
-            self.terms,
-            self.pod,
-            self.namespace_labels,
-        )
-
-
-@dataclass(slots=True)
-class PreScoreState:
-    topology_score: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def clone(self) -> PreScoreState:
-        return self
-
-
-# --- plugin -----------------------------------------------------------------------------------------
 
 
 class InterPodAffinity(Plugin):
@@ -268,7 +72,7 @@ class InterPodAffinity(Plugin):
         super().__init__(args, handle)
         self.hard_pod_affinity_weight = args.hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
-        self._terms = _TermCache()
+        self._terms = TermCache()
         self._memo = NodeMemo()
         self._tallies = TallyStore()
 
@@ -464,14 +268,14 @@ class InterPodAffinity(Plugin):
         labels = node.labels
         for t in self.terms_of(updated).required_anti_affinity:
             if t.matches(s.pod, s.namespace_labels) and t.topology_key in labels:
-                _add(s.existing_anti_affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
+                add_count(s.existing_anti_affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
         if pod_matches_all_terms(s.terms.required_affinity, updated):
             for t in s.terms.required_affinity:
                 if t.topology_key in labels:
-                    _add(s.affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
+                    add_count(s.affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
         for t in s.terms.required_anti_affinity:
             if t.matches(updated, None) and t.topology_key in labels:
-                _add(s.anti_affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
+                add_count(s.anti_affinity_counts, (t.topology_key, labels[t.topology_key]), delta)
         return None
 
     # -- Filter --

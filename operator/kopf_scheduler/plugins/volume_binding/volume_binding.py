@@ -1,12 +1,5 @@
-"""VolumeBinding: PVC/PV binding decisions made with the pod's placement (reference ``volumebinding``).
-
-Claims are split once per pod (PreFilter) into bound claims, unbound WaitForFirstConsumer claims and
-unbound Immediate claims. Filter checks that every bound claim's PV can be reached from the node and
-that every delayed claim either matches the smallest fitting unbound PV or can be dynamically
-provisioned there. Reserve "assumes" the node's decisions in an in-memory overlay of the PV/PVC
-objects, so that the next pods (scheduled before the watch catches up) do not pick the same PV;
-PreBind asks the edge to write them and waits until the PV controller reports the claims bound.
-"""
+"""The VolumeBinding plugin: PreFilter..PreBind and its events (``volume_binding.go``,
+with the binder's find/assume/bind steps as its methods; the reference's ``binder.go``)."""
 
 from __future__ import annotations
 
@@ -14,13 +7,9 @@ import asyncio
 import copy
 import dataclasses
 import math
-import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kopf_scheduler.api.objects import PodSpec, labels_of, parse_label_selector
 from kopf_scheduler.api.types import ObjectError
@@ -40,8 +29,6 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import (
-    ANN_BIND_COMPLETED,
-    ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     MIGRATED_PLUGINS_ANNOTATION,
     NOT_SUPPORTED_PROVISIONER,
@@ -50,6 +37,7 @@ from kopf_scheduler.plugins._volumes import (
     claim_selector,
     meta,
     not_found,
+    pod_uses_claim,
     pv_class,
     pv_matches_node,
     pvc_class,
@@ -61,292 +49,60 @@ from kopf_scheduler.plugins._volumes import (
     volume_is_for_pod,
 )
 from kopf_scheduler.plugins.feature import FEATURE_GATES
+from kopf_scheduler.plugins.volume_binding.args import (
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_UTILIZATION,
+    UtilizationShapePoint,
+    VolumeBindingArgs,
+)
+from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeCache
+from kopf_scheduler.plugins.volume_binding.pv_util import (
+    PV,
+    PVC,
+    STORAGE_CLASS,
+    access_modes,
+    bind_volume_to_claim,
+    claim_key,
+    claim_ref,
+    is_fully_bound,
+    is_volume_bound_to_claim,
+    match_topology_terms,
+    object_name,
+    pvc_volume_name,
+    volume_mode,
+)
+from kopf_scheduler.plugins.volume_binding.scorer import broken_linear
+from kopf_scheduler.plugins.volume_binding.state import (
+    STATE_KEY,
+    PodVolumes,
+    StateData,
+    VolumeError,
+    no_pod_volume_for_node,
+    state_not_found,
+)
 
 __all__ = ["UtilizationShapePoint", "VolumeBinding", "VolumeBindingArgs"]
 
-STATE_KEY = "VolumeBinding"
+
 STORAGE_CAPACITY_SCORING = FEATURE_GATES["StorageCapacityScoring"]
 
+
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+
+
 ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+
+
 ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+
+
 ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+
+
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
+
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
-MAX_CUSTOM_PRIORITY_SCORE = 10
-MAX_UTILIZATION = 100
-
-PVC = "PersistentVolumeClaim"
-PV = "PersistentVolume"
-STORAGE_CLASS = "StorageClass"
-
-
-# --- args -------------------------------------------------------------------------------------
-
-
-class UtilizationShapePoint(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-    utilization: int = Field(alias="utilization")
-    score: int = Field(alias="score")
-
-
-def default_shape() -> list[UtilizationShapePoint]:
-    """The v1 default with StorageCapacityScoring on: emptier nodes score higher (10 at 0%, 0 at 100%)."""
-    return [
-        UtilizationShapePoint(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
-        UtilizationShapePoint(utilization=100, score=0),
-    ]
-
-
-class VolumeBindingArgs(BaseModel):
-    """``VolumeBindingArgs`` with v1 defaulting and validation under the 1.37 gates
-    (StorageCapacityScoring on: ``shape`` defaults when empty and is always validated)."""
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-    bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds")
-    shape: list[UtilizationShapePoint] = Field(default_factory=default_shape, alias="shape")
-
-    @field_validator("bind_timeout_seconds")
-    @classmethod
-    def _non_negative(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("invalid BindTimeoutSeconds, should not be a negative value")
-        return value
-
-    @field_validator("shape", mode="before")
-    @classmethod
-    def _default_when_empty(cls, value: Any) -> Any:
-        return default_shape() if value is None or value == [] else value
-
-    @model_validator(mode="after")
-    def _valid_shape(self) -> VolumeBindingArgs:
-        errors = _shape_errors(self.shape)
-        if errors:
-            raise ValueError("; ".join(errors))
-        return self
-
-
-def _shape_errors(shape: Sequence[UtilizationShapePoint]) -> list[str]:
-    """``validateFunctionShape``: the first unsorted point, then every out-of-range value."""
-    if not shape:
-        return ["shape: Required value: at least one point must be specified"]
-    errors = []
-    for i in range(1, len(shape)):
-        if shape[i - 1].utilization >= shape[i].utilization:
-            errors.append(
-                f"shape[{i}].utilization: Invalid value: {shape[i].utilization}: "
-                "values must be sorted in increasing order"
-            )
-            break
-    for i, point in enumerate(shape):
-        if not 0 <= point.utilization <= MAX_UTILIZATION:
-            errors.append(
-                f"shape[{i}].utilization: Invalid value: {point.utilization}: not in valid range [0, 100]"
-            )
-        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            errors.append(f"shape[{i}].score: Invalid value: {point.score}: not in valid range [0, 10]")
-    return errors
-
-
-def _go_div(a: int, b: int) -> int:
-    """Integer division truncating toward zero, as Go's ``/``."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
-    """``helper.BuildBrokenLinearFunction``: linear interpolation between the shape's points."""
-    for i, (util, score) in enumerate(shape):
-        if p <= util:
-            if i == 0:
-                return score
-            prev_util, prev_score = shape[i - 1]
-            return prev_score + _go_div((score - prev_score) * (p - prev_util), util - prev_util)
-    return shape[-1][1]
-
-
-# --- state ------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _PodVolumes:
-    """One node's decisions: static (pvc, pv) bindings and claims left to dynamic provisioning."""
-
-    static_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
-    dynamic_provisions: list[Mapping[str, Any]] = field(default_factory=list)
-    # claim key -> the CSIStorageCapacity that showed room for it on this node (scoring)
-    node_capacities: dict[str, Mapping[str, Any]] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _StateData:
-    skip: bool = False
-    bound_claims: list[Mapping[str, Any]] = field(default_factory=list)
-    claims_to_bind: list[Mapping[str, Any]] = field(default_factory=list)
-    unbound_volumes: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
-    pod_volumes_by_node: dict[str, _PodVolumes] = field(default_factory=dict)
-    has_static_bindings: bool = False
-    all_bound: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def clone(self) -> _StateData:
-        # As the reference: decisions found by Filter are shared with preemption's copies.
-        return self
-
-
-def _state_not_found() -> Status:
-    """The cycle state's own ``not found``: the reference's getStateData returns it unwrapped."""
-    return Status(Code.ERROR, "not found")
-
-
-def _no_pod_volume_for_node(node_name: str) -> Status:
-    """The reference's ``errNoPodVolumeForNode`` wrapped with the Go-quoted node name."""
-    return Status.as_error(LookupError(f'no pod volume found for node "{node_name}"'))
-
-
-class _VolumeError(Exception):
-    """An internal error that becomes an Error status (the reference's ``AsStatus(err)``)."""
-
-
-# --- the assume cache -------------------------------------------------------------------------
-
-
-class _AssumeCache:
-    """Assumed versions of PVs or PVCs laid over ``handle.objects[kind]`` (``assume_cache.go``).
-
-    An assumed object hides the informer's object until the informer delivers a different
-    resourceVersion (the API write has been observed) or the assumption is restored.
-    """
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._assumed: dict[str, tuple[str, Mapping[str, Any]]] = {}
-
-    def get(self, objects: Mapping[str, Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
-        real = objects.get(self.kind, {}).get(key)
-        entry = self._assumed.get(key)
-        if entry is None:
-            return real
-        if real is not None and resource_version(real) == entry[0]:
-            return entry[1]
-        self._assumed.pop(key, None)
-        return real
-
-    def items(self, objects: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        store = objects.get(self.kind, {})
-        # Objects deleted while assumed: ``get`` would drop them, but nothing asks for them again.
-        for key in [k for k in self._assumed if k not in store]:
-            del self._assumed[key]
-        for key in list(store):
-            obj = self.get(objects, key)
-            if obj is not None:
-                yield key, obj
-
-    def assume(self, key: str, base: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        self._assumed[key] = (resource_version(base), new)
-
-    def restore(self, key: str) -> None:
-        self._assumed.pop(key, None)
-
-    def is_assumed(self, key: str) -> bool:
-        return key in self._assumed
-
-
-def _claim_key(pvc: Mapping[str, Any]) -> str:
-    m = meta(pvc)
-    return f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("name", ""))
-
-
-def _volume_name(pvc: Mapping[str, Any]) -> str:
-    return str(spec(pvc).get("volumeName") or "")
-
-
-def _is_fully_bound(pvc: Mapping[str, Any]) -> bool:
-    return bool(_volume_name(pvc)) and ANN_BIND_COMPLETED in annotations_of(pvc)
-
-
-def _claim_ref(pv: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    ref = spec(pv).get("claimRef")
-    return ref if isinstance(ref, Mapping) else None
-
-
-def _is_volume_bound_to_claim(pv: Mapping[str, Any], pvc: Mapping[str, Any]) -> bool:
-    """``IsVolumeBoundToClaim``: name and namespace match, and the UID when the ref has one."""
-    ref = _claim_ref(pv)
-    if ref is None:
-        return False
-    m = meta(pvc)
-    if ref.get("name") != m.get("name") or (ref.get("namespace") or "default") != (
-        m.get("namespace") or "default"
-    ):
-        return False
-    return not ref.get("uid") or ref.get("uid") == m.get("uid")
-
-
-def _bind_volume_to_claim(pv: Mapping[str, Any], pvc: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
-    """``GetBindVolumeToClaim``: a copy of the PV with claimRef set; and whether it changed."""
-    m = meta(pvc)
-    ref = _claim_ref(pv) or {}
-    bound_already = _is_volume_bound_to_claim(pv, pvc)
-    new = copy.deepcopy(dict(pv))
-    dirty = False
-    if (
-        not ref
-        or ref.get("name") != m.get("name")
-        or ref.get("namespace") != m.get("namespace")
-        or ref.get("uid") != m.get("uid")
-    ):
-        new_spec = dict(new.get("spec") or {})
-        new_spec["claimRef"] = {
-            "kind": "PersistentVolumeClaim",
-            "apiVersion": "v1",
-            "namespace": m.get("namespace") or "default",
-            "name": m.get("name", ""),
-            "uid": m.get("uid", ""),
-            "resourceVersion": m.get("resourceVersion", ""),
-        }
-        new["spec"] = new_spec
-        dirty = True
-    if not bound_already and ANN_BOUND_BY_CONTROLLER not in annotations_of(new):
-        new_meta = dict(new.get("metadata") or {})
-        new_meta["annotations"] = {**dict(new_meta.get("annotations") or {}), ANN_BOUND_BY_CONTROLLER: "yes"}
-        new["metadata"] = new_meta
-        dirty = True
-    return new, dirty
-
-
-def _access_modes(obj: Mapping[str, Any]) -> set[str]:
-    return {str(m) for m in spec(obj).get("accessModes") or ()}
-
-
-def _volume_mode(obj: Mapping[str, Any]) -> str:
-    return str(spec(obj).get("volumeMode") or "Filesystem")
-
-
-def _match_topology_terms(terms: Any, node_labels: Mapping[str, str]) -> bool:
-    """``MatchTopologySelectorTerms`` over a StorageClass's allowedTopologies (no terms match all)."""
-    if not terms:
-        return True
-    for term in terms:
-        exprs = (term or {}).get("matchLabelExpressions") or ()
-        if not exprs:
-            continue
-        if all(
-            expr.get("key") in node_labels and node_labels[expr["key"]] in (expr.get("values") or ())
-            for expr in exprs
-        ):
-            return True
-    return False
-
-
-# --- the plugin -------------------------------------------------------------------------------
 
 
 class VolumeBinding(Plugin):
@@ -362,8 +118,8 @@ class VolumeBinding(Plugin):
         args = args if args is not None else VolumeBindingArgs.model_validate({})
         super().__init__(args, handle)
         self.bind_timeout = float(args.bind_timeout_seconds)
-        self.pv_cache = _AssumeCache(PV)
-        self.pvc_cache = _AssumeCache(PVC)
+        self.pv_cache = AssumeCache(PV)
+        self.pvc_cache = AssumeCache(PVC)
         self._shape: tuple[tuple[int, int], ...] | None = None
         if STORAGE_CAPACITY_SCORING:
             factor = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
@@ -388,7 +144,7 @@ class VolumeBinding(Plugin):
             return False
         mode = sc.get("volumeBindingMode")
         if not mode:
-            raise _VolumeError(f'VolumeBindingMode not set for StorageClass "{class_name}"')
+            raise VolumeError(f'VolumeBindingMode not set for StorageClass "{class_name}"')
         return mode == WAIT_FOR_FIRST_CONSUMER
 
     # -- events --
@@ -460,14 +216,7 @@ class VolumeBinding(Plugin):
 
     @staticmethod
     def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        m = meta(new)
-        if (m.get("namespace") or "default") != pod.namespace:
-            return QueueingHint.QUEUE_SKIP
-        for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is not None and claim[0] == m.get("name"):
-                return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _after_storage_class_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
@@ -500,11 +249,11 @@ class VolumeBinding(Plugin):
             status = pvc.get("status") or {}
             if status.get("phase") == "Lost":
                 return has_pvc, (
-                    f'persistentvolumeclaim "{_name(pvc)}" bound to non-existent persistentvolume '
-                    f'"{_volume_name(pvc)}"'
+                    f'persistentvolumeclaim "{object_name(pvc)}" bound to non-existent persistentvolume '
+                    f'"{pvc_volume_name(pvc)}"'
                 )
             if meta(pvc).get("deletionTimestamp"):
-                return has_pvc, f'persistentvolumeclaim "{_name(pvc)}" is being deleted'
+                return has_pvc, f'persistentvolumeclaim "{object_name(pvc)}" is being deleted'
             if ephemeral:
                 err = volume_is_for_pod(pod, pvc)
                 if err:
@@ -524,14 +273,14 @@ class VolumeBinding(Plugin):
             key = f"{pod.namespace}/{claim[0]}"
             pvc = self.pvc_cache.get(objects, key)
             if pvc is None:
-                raise _VolumeError(f'error getting PVC "{key}": {not_found(PVC, claim[0])}')
+                raise VolumeError(f'error getting PVC "{key}": {not_found(PVC, claim[0])}')
             if claim[1]:
                 err = volume_is_for_pod(pod, pvc)
                 if err:
-                    raise _VolumeError(err)
-            if _is_fully_bound(pvc):
+                    raise VolumeError(err)
+            if is_fully_bound(pvc):
                 bound.append(pvc)
-            elif self._is_delay_binding_mode(pvc) and not _volume_name(pvc):
+            elif self._is_delay_binding_mode(pvc) and not pvc_volume_name(pvc):
                 delayed.append(pvc)
             else:
                 immediate.append(pvc)
@@ -544,11 +293,11 @@ class VolumeBinding(Plugin):
         if err is not None:
             return None, Status.unresolvable(err)
         if not has_pvc:
-            state.write(STATE_KEY, _StateData(skip=True))
+            state.write(STATE_KEY, StateData(skip=True))
             return None, Status(Code.SKIP)
         try:
             bound, delayed, immediate = self._get_pod_volume_claims(pod)
-        except _VolumeError as exc:
+        except VolumeError as exc:
             return None, Status.as_error(exc)
         if immediate:
             return None, Status.unresolvable(ERR_UNBOUND_IMMEDIATE)
@@ -562,7 +311,7 @@ class VolumeBinding(Plugin):
                 if bucket is not None:
                     bucket.append(pv)
         state.write(
-            STATE_KEY, _StateData(bound_claims=bound, claims_to_bind=delayed, unbound_volumes=unbound_volumes)
+            STATE_KEY, StateData(bound_claims=bound, claims_to_bind=delayed, unbound_volumes=unbound_volumes)
         )
         return None, None
 
@@ -570,8 +319,8 @@ class VolumeBinding(Plugin):
 
     def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
-            return _state_not_found()
+        if not isinstance(data, StateData):
+            return state_not_found()
         if data.skip:
             return None
         node = node_info.node
@@ -579,7 +328,7 @@ class VolumeBinding(Plugin):
             return Status.as_error(ValueError("node not found"))
         try:
             pod_volumes, reasons = self._find_pod_volumes(pod, data, node.name, node.labels)
-        except _VolumeError as exc:
+        except VolumeError as exc:
             return Status.as_error(exc)
         if reasons:
             return Status.unresolvable(*reasons)
@@ -589,9 +338,9 @@ class VolumeBinding(Plugin):
         return None
 
     def _find_pod_volumes(
-        self, pod: PodSpec, data: _StateData, node_name: str, node_labels: Mapping[str, str]
-    ) -> tuple[_PodVolumes, list[str]]:
-        pod_volumes = _PodVolumes()
+        self, pod: PodSpec, data: StateData, node_name: str, node_labels: Mapping[str, str]
+    ) -> tuple[PodVolumes, list[str]]:
+        pod_volumes = PodVolumes()
         unbound_ok = bound_ok = sufficient_storage = bound_pvs_found = True
 
         def reasons() -> list[str]:
@@ -640,7 +389,7 @@ class VolumeBinding(Plugin):
         """(node affinity satisfied, PVs found) for bound claims; stops at the first failure."""
         objects = self._objects
         for pvc in claims:
-            pv = self.pv_cache.get(objects, _volume_name(pvc))
+            pv = self.pv_cache.get(objects, pvc_volume_name(pvc))
             if pv is None:
                 return True, False
             if not pv_matches_node(pv, node_name, node_labels):
@@ -667,7 +416,7 @@ class VolumeBinding(Plugin):
                 unmatched.append(pvc)
                 found = False
                 continue
-            chosen.add(_name(pv))
+            chosen.add(object_name(pv))
             bindings.append((pvc, pv))
         return found, bindings, unmatched
 
@@ -685,27 +434,27 @@ class VolumeBinding(Plugin):
         try:
             selector = claim_selector(pvc)
         except ObjectError as exc:
-            raise _VolumeError(
-                f"error creating internal label selector for claim: {_claim_key(pvc)}: {exc}"
+            raise VolumeError(
+                f"error creating internal label selector for claim: {claim_key(pvc)}: {exc}"
             ) from None
-        claim_modes = _access_modes(pvc)
-        claim_mode = _volume_mode(pvc)
+        claim_modes = access_modes(pvc)
+        claim_mode = volume_mode(pvc)
         smallest: Mapping[str, Any] | None = None
         smallest_qty = None
         for pv in volumes:
-            if _name(pv) in excluded:
+            if object_name(pv) in excluded:
                 continue
-            if _claim_ref(pv) is not None and not _is_volume_bound_to_claim(pv, pvc):
+            if claim_ref(pv) is not None and not is_volume_bound_to_claim(pv, pvc):
                 continue
             capacity = storage_capacity(pv)
             if capacity < requested:
                 continue
-            if _volume_mode(pv) != claim_mode:
+            if volume_mode(pv) != claim_mode:
                 continue
             if meta(pv).get("deletionTimestamp"):
                 continue
             affinity_ok = pv_matches_node(pv, node_name, node_labels)
-            if _is_volume_bound_to_claim(pv, pvc):
+            if is_volume_bound_to_claim(pv, pvc):
                 # A pre-bound PV that cannot reach the node means no match at all.
                 return pv if affinity_ok else None
             if (pv.get("status") or {}).get("phase") != "Available":
@@ -716,7 +465,7 @@ class VolumeBinding(Plugin):
                 continue
             if not affinity_ok:
                 continue
-            if not claim_modes <= _access_modes(pv):
+            if not claim_modes <= access_modes(pv):
                 continue
             if smallest is None or smallest_qty is None or smallest_qty > capacity:
                 smallest, smallest_qty = pv, capacity
@@ -737,20 +486,20 @@ class VolumeBinding(Plugin):
         for pvc in claims:
             class_name = pvc_class(pvc)
             if not class_name:
-                raise _VolumeError(f'no class for claim "{_claim_key(pvc)}"')
+                raise VolumeError(f'no class for claim "{claim_key(pvc)}"')
             sc = self._storage_class(class_name)
             if sc is None:
-                raise _VolumeError(f'failed to find storage class "{class_name}"')
+                raise VolumeError(f'failed to find storage class "{class_name}"')
             provisioner = str(sc.get("provisioner") or "")
             if not provisioner or provisioner == NOT_SUPPORTED_PROVISIONER:
                 return False, True, []
-            if not _match_topology_terms(sc.get("allowedTopologies"), node_labels):
+            if not match_topology_terms(sc.get("allowedTopologies"), node_labels):
                 return False, True, []
             sufficient, capacity = self._has_enough_capacity(provisioner, pvc, class_name, node_labels)
             if not sufficient:
                 return True, False, []
             if capacity is not None:
-                capacities[_claim_key(pvc)] = capacity
+                capacities[claim_key(pvc)] = capacity
             provisions.append(pvc)
         return True, True, provisions
 
@@ -793,8 +542,8 @@ class VolumeBinding(Plugin):
         if self._shape is None:
             return Status(Code.SKIP)
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
-            return _state_not_found()
+        if not isinstance(data, StateData):
+            return state_not_found()
         # With StorageCapacityScoring every pod with volume decisions is scored (dynamic
         # provisioning by the node's free capacity), not only those with static bindings.
         return None if data.has_static_bindings or STORAGE_CAPACITY_SCORING else Status(Code.SKIP)
@@ -803,8 +552,8 @@ class VolumeBinding(Plugin):
         if self._shape is None:
             return 0, None
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
-            return 0, _state_not_found()
+        if not isinstance(data, StateData):
+            return 0, state_not_found()
         pod_volumes = data.pod_volumes_by_node.get(node_info.name)
         if pod_volumes is None:
             return 0, None
@@ -818,7 +567,7 @@ class VolumeBinding(Plugin):
             # Dynamic provisioning: the free capacity CSIStorageCapacity reports for the node's
             # topology (per class, the last claim's capacity object, requests summed).
             for pvc in pod_volumes.dynamic_provisions:
-                capacity = pod_volumes.node_capacities.get(_claim_key(pvc))
+                capacity = pod_volumes.node_capacities.get(claim_key(pvc))
                 if capacity is None:
                     continue
                 acc = per_class.setdefault(pvc_class(pvc), [0, 0])
@@ -831,9 +580,9 @@ class VolumeBinding(Plugin):
         total = weight = 0
         for requested, capacity in resources:
             if capacity == 0 or requested > capacity:
-                total += _broken_linear(self._shape, MAX_UTILIZATION)
+                total += broken_linear(self._shape, MAX_UTILIZATION)
             else:
-                total += _broken_linear(self._shape, requested * MAX_UTILIZATION // capacity)
+                total += broken_linear(self._shape, requested * MAX_UTILIZATION // capacity)
             weight += 1
         if weight == 0:
             return 0
@@ -843,15 +592,15 @@ class VolumeBinding(Plugin):
 
     def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
-            return _state_not_found()
+        if not isinstance(data, StateData):
+            return state_not_found()
         pod_volumes = data.pod_volumes_by_node.get(node_name)
         if pod_volumes is None:
             data.all_bound = True  # the pod has no claims
             return None
         try:
             data.all_bound = self._assume_pod_volumes(pod, node_name, pod_volumes)
-        except _VolumeError as exc:
+        except VolumeError as exc:
             return Status.as_error(exc)
         return None
 
@@ -862,21 +611,21 @@ class VolumeBinding(Plugin):
             if claim is None:
                 continue
             pvc = self.pvc_cache.get(objects, f"{pod.namespace}/{claim[0]}")
-            if pvc is None or not _is_fully_bound(pvc):
+            if pvc is None or not is_fully_bound(pvc):
                 return False
         return True
 
-    def _assume_pod_volumes(self, pod: PodSpec, node_name: str, pod_volumes: _PodVolumes) -> bool:
+    def _assume_pod_volumes(self, pod: PodSpec, node_name: str, pod_volumes: PodVolumes) -> bool:
         """``AssumePodVolumes``: record the node's decisions in the assume caches; True when nothing to do."""
         if self._are_pod_volumes_bound(pod):
             return True
         objects = self._objects
         new_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
         for pvc, pv in pod_volumes.static_bindings:
-            new_pv, dirty = _bind_volume_to_claim(pv, pvc)
+            new_pv, dirty = bind_volume_to_claim(pv, pvc)
             if dirty:
-                base = objects.get(PV, {}).get(_name(pv), pv)
-                self.pv_cache.assume(_name(pv), base, new_pv)
+                base = objects.get(PV, {}).get(object_name(pv), pv)
+                self.pv_cache.assume(object_name(pv), base, new_pv)
             new_bindings.append((pvc, new_pv))
         new_provisions: list[Mapping[str, Any]] = []
         for pvc in pod_volumes.dynamic_provisions:
@@ -887,7 +636,7 @@ class VolumeBinding(Plugin):
                 ANN_SELECTED_NODE: node_name,
             }
             clone["metadata"] = clone_meta
-            key = _claim_key(pvc)
+            key = claim_key(pvc)
             self.pvc_cache.assume(key, objects.get(PVC, {}).get(key, pvc), clone)
             new_provisions.append(clone)
         pod_volumes.static_bindings = new_bindings
@@ -896,15 +645,15 @@ class VolumeBinding(Plugin):
 
     def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
+        if not isinstance(data, StateData):
             return
         pod_volumes = data.pod_volumes_by_node.get(node_name)
         if pod_volumes is None:
             return
         for _, pv in pod_volumes.static_bindings:
-            self.pv_cache.restore(_name(pv))
+            self.pv_cache.restore(object_name(pv))
         for pvc in pod_volumes.dynamic_provisions:
-            self.pvc_cache.restore(_claim_key(pvc))
+            self.pvc_cache.restore(claim_key(pvc))
 
     # -- PreBind --
 
@@ -914,12 +663,12 @@ class VolumeBinding(Plugin):
         when Reserve found every claim bound (or the pod has none), None when the node has pending
         volume work, an Error when Filter recorded none for it or the cycle state is missing."""
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
-            return _state_not_found()
+        if not isinstance(data, StateData):
+            return state_not_found()
         if data.all_bound:
             return Status(Code.SKIP)
         if node_name not in data.pod_volumes_by_node:
-            return _no_pod_volume_for_node(node_name)
+            return no_pod_volume_for_node(node_name)
         return None
 
     async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
@@ -947,29 +696,29 @@ class VolumeBinding(Plugin):
         as the PV controller and mark the claims bound in its objects, or PreBind times out.
         """
         data = state.get(STATE_KEY)
-        if not isinstance(data, _StateData):
-            return _state_not_found()
+        if not isinstance(data, StateData):
+            return state_not_found()
         if data.all_bound:
             return None
         pod_volumes = data.pod_volumes_by_node.get(node_name)
         if pod_volumes is None:
-            return _no_pod_volume_for_node(node_name)
-        client = getattr(self.handle, "client", None)
+            return no_pod_volume_for_node(node_name)
+        client = self.handle.client if self.handle is not None else None
         if client is None:
             return Status.as_error(RuntimeError("VolumeBinding needs handle.client to bind volumes"))
         objects = self._objects
         # Versions seen before our writes: until the watch shows a newer one, "not yet visible" is
         # not a failure (the reference compares against the objects its Update calls returned).
         base_pv_versions = {
-            _name(pv): resource_version(objects.get(PV, {}).get(_name(pv)))
+            object_name(pv): resource_version(objects.get(PV, {}).get(object_name(pv)))
             for _, pv in pod_volumes.static_bindings
         }
         base_pvc_versions = {
-            _claim_key(pvc): resource_version(objects.get(PVC, {}).get(_claim_key(pvc)))
+            claim_key(pvc): resource_version(objects.get(PVC, {}).get(claim_key(pvc)))
             for pvc in pod_volumes.dynamic_provisions
         }
-        claims = [(_claim_key(pvc), _name(pv)) for pvc, pv in pod_volumes.static_bindings]
-        claims += [(_claim_key(pvc), "") for pvc in pod_volumes.dynamic_provisions]
+        claims = [(claim_key(pvc), object_name(pv)) for pvc, pv in pod_volumes.static_bindings]
+        claims += [(claim_key(pvc), "") for pvc in pod_volumes.dynamic_provisions]
         if pod.node_name != node_name:
             pod = dataclasses.replace(pod, node_name=node_name)
         try:
@@ -981,15 +730,15 @@ class VolumeBinding(Plugin):
             try:
                 if self._check_bindings(pod_volumes, node_name, base_pv_versions, base_pvc_versions):
                     return None
-            except _VolumeError as exc:
-                return Status.as_error(_VolumeError(f"binding volumes: {exc}"))
+            except VolumeError as exc:
+                return Status.as_error(VolumeError(f"binding volumes: {exc}"))
             if time.monotonic() >= deadline:
-                return Status.as_error(_VolumeError("binding volumes: context deadline exceeded"))
+                return Status.as_error(VolumeError("binding volumes: context deadline exceeded"))
             await asyncio.sleep(self.poll_interval)
 
     def _check_bindings(
         self,
-        pod_volumes: _PodVolumes,
+        pod_volumes: PodVolumes,
         node_name: str,
         base_pv_versions: Mapping[str, str],
         base_pvc_versions: Mapping[str, str],
@@ -999,55 +748,55 @@ class VolumeBinding(Plugin):
         node_info = self.handle.snapshot.get(node_name) if self.handle is not None else None
         node = node_info.node if node_info is not None else None
         if node is None:
-            raise _VolumeError(f'failed to get node "{node_name}": {not_found("Node", node_name)}')
+            raise VolumeError(f'failed to get node "{node_name}": {not_found("Node", node_name)}')
         pvs = objects.get(PV, {})
         pvcs = objects.get(PVC, {})
         for pvc_assumed, pv_assumed in pod_volumes.static_bindings:
-            pv_name = _name(pv_assumed)
+            pv_name = object_name(pv_assumed)
             pv = pvs.get(pv_name)
             if pv is None:
-                raise _VolumeError(f"failed to check binding: {not_found(PV, pv_name)}")
-            key = _claim_key(pvc_assumed)
+                raise VolumeError(f"failed to check binding: {not_found(PV, pv_name)}")
+            key = claim_key(pvc_assumed)
             pvc = pvcs.get(key)
             if pvc is None:
-                raise _VolumeError(f"failed to check binding: {not_found(PVC, _name(pvc_assumed))}")
-            if not _is_volume_bound_to_claim(pv, pvc_assumed):
+                raise VolumeError(f"failed to check binding: {not_found(PVC, object_name(pvc_assumed))}")
+            if not is_volume_bound_to_claim(pv, pvc_assumed):
                 if resource_version(pv) == base_pv_versions.get(pv_name):
                     return False  # our update is not visible yet
-                ref = _claim_ref(pv)
+                ref = claim_ref(pv)
                 if ref is None or not ref.get("uid"):
-                    raise _VolumeError(f'ClaimRef got reset for pv "{pv_name}"')
-                raise _VolumeError(f'pv "{pv_name}" was bound to another claim')
+                    raise VolumeError(f'ClaimRef got reset for pv "{pv_name}"')
+                raise VolumeError(f'pv "{pv_name}" was bound to another claim')
             if not pv_matches_node(pv, node.name, node.labels):
-                raise _VolumeError(
+                raise VolumeError(
                     f'pv "{pv_name}" node affinity doesn\'t match node "{node.name}": '
                     "no matching NodeSelectorTerms"
                 )
-            if not _is_fully_bound(pvc):
+            if not is_fully_bound(pvc):
                 return False
         for claim in pod_volumes.dynamic_provisions:
-            key = _claim_key(claim)
+            key = claim_key(claim)
             pvc = pvcs.get(key)
             if pvc is None:
-                raise _VolumeError(f"failed to check provisioning pvc: {not_found(PVC, _name(claim))}")
+                raise VolumeError(f"failed to check provisioning pvc: {not_found(PVC, object_name(claim))}")
             selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
             if selected != node_name:
                 if resource_version(pvc) == base_pvc_versions.get(key):
                     return False  # our update is not visible yet
                 if not annotations_of(pvc):
-                    raise _VolumeError(f'selectedNode annotation reset for PVC "{_name(pvc)}"')
+                    raise VolumeError(f'selectedNode annotation reset for PVC "{object_name(pvc)}"')
                 # The provisioner removes the annotation to ask for another scheduling attempt.
-                raise _VolumeError(f'provisioning failed for PVC "{_name(pvc)}"')
-            volume_name = _volume_name(pvc)
+                raise VolumeError(f'provisioning failed for PVC "{object_name(pvc)}"')
+            volume_name = pvc_volume_name(pvc)
             if volume_name:
                 pv = pvs.get(volume_name)
                 if pv is None:
                     return False  # the PV may not have reached the watch yet
                 if not pv_matches_node(pv, node.name, node.labels):
-                    raise _VolumeError(
+                    raise VolumeError(
                         f'pv "{volume_name}" node affinity doesn\'t match node "{node.name}": '
                         "no matching NodeSelectorTerms"
                     )
-            if not _is_fully_bound(pvc):
+            if not is_fully_bound(pvc):
                 return False
         return True

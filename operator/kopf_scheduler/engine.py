@@ -1,0 +1,81 @@
+"""The engine's one front door (the reference's ``scheduler.New``): cache, queue with its
+nominator, profiles, scheduler and event handlers, wired the same way for every caller.
+
+The operator (``cluster/operator.py``), ``simulate``, ``explain`` and the engine benchmarks all
+build their engine here; they differ only in the client they pass (the apiserver's or
+``memory_client``), the profiles, and options. Pure Python: no Kubernetes I/O of its own.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.eventhandlers import EventHandlers
+from kopf_scheduler.framework.client import ClusterClient
+from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
+from kopf_scheduler.queue.nominator import Nominator
+from kopf_scheduler.queue.scheduling_queue import PriorityQueue
+from kopf_scheduler.scheduler import EVENT_WORKERS, ProfileSet, Scheduler
+
+__all__ = ["Engine", "new_engine"]
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """The wired parts; callers feed ``handlers`` and drive ``scheduler``."""
+
+    cache: Cache
+    queue: PriorityQueue
+    profiles: ProfileSet
+    scheduler: Scheduler
+    handlers: EventHandlers
+
+
+def new_engine(
+    client: ClusterClient,
+    profiles: Iterable[SchedulerProfileSpec] = (),
+    *,
+    registry: Registry | None = None,
+    is_responsible: Callable[[PodSpec], bool] | None = None,
+    objects: Mapping[str, Mapping[str, Any]] | None = None,
+    metrics: MetricsRecorder | None = None,
+    rng: random.Random | None = None,
+    parallel_binds: int = 16,
+    event_workers: int = EVENT_WORKERS,
+) -> Engine:
+    """Build an engine around ``client``.
+
+    ``profiles`` are added to the default ``kopf-scheduler`` profile (unless one replaces it).
+    ``is_responsible`` picks the unassigned pods that are ours (default: a profile serves the
+    pod's schedulerName). ``objects`` is what plugins read as ``handle.objects`` (default: the
+    cache's, filled through the event handlers; simulate passes its inputs' objects).
+    """
+    recorder = metrics if metrics is not None else NoopMetrics()
+    cache = Cache()
+    queue = PriorityQueue(nominator=Nominator(), metrics=recorder)
+    profile_set = ProfileSet(profiles, registry)
+    scheduler = Scheduler(
+        cache,
+        queue,
+        client,
+        profile_set,
+        parallel_binds=parallel_binds,
+        event_workers=event_workers,
+        rng=rng,
+        metrics=recorder,
+        objects=objects if objects is not None else cache.objects,
+    )
+    if is_responsible is None:
+
+        def is_responsible(pod: PodSpec) -> bool:
+            return pod.scheduler_name in profile_set
+
+    handlers = EventHandlers(cache, queue, is_responsible)
+    return Engine(cache, queue, profile_set, scheduler, handlers)

@@ -1,0 +1,167 @@
+"""An in-memory ``ClusterClient``: records every write. The product's own (``simulate``,
+``explain``, the engine benchmarks), which unit tests use too (``testing.fake_client``).
+
+Binding mimics the apiserver's rules that matter to the scheduler: a second bind of the same pod
+is a Conflict, a pod listed in ``missing`` is NotFound, and ``fail_bind`` injects errors. Given the
+cluster's ``objects`` (the dict the plugins read as ``handle.objects``), ``bind_volumes`` also plays
+the PV controller and the external provisioner, so VolumeBinding's PreBind sees its claims bound.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.framework.client import Conflict, NotFound
+
+__all__ = ["MemoryClusterClient", "RecordedEvent"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    type: str  # Normal | Warning
+    reason: str  # Scheduled | FailedScheduling | Preempted
+    pod: str  # ns/name
+    message: str
+
+
+@dataclass
+class MemoryClusterClient:
+    bindings: dict[str, str] = field(default_factory=dict)  # pod key -> node
+    events: list[RecordedEvent] = field(default_factory=list)
+    conditions: dict[str, tuple[str, str]] = field(default_factory=dict)  # pod key -> (reason, message)
+    nominations: dict[str, str] = field(default_factory=dict)
+    evicted: list[str] = field(default_factory=list)
+    bound_volumes: list[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
+    missing: set[str] = field(default_factory=set)
+    fail_bind: dict[str, Exception] = field(default_factory=dict)
+    on_bind: Callable[[PodSpec, str], None] | None = None
+    on_evict: Callable[[PodSpec], None] | None = None
+    preemptions: dict[str, list[str]] = field(default_factory=dict)  # preemptor key -> victim keys
+    objects: dict[str, dict[str, Any]] | None = None
+    _version: int = 0
+
+    async def bind(self, pod: PodSpec, node_name: str) -> None:
+        key = pod.key
+        if key in self.fail_bind:
+            raise self.fail_bind[key]
+        if key in self.missing:
+            raise NotFound(f'pods "{pod.name}" not found', 404)
+        if key in self.bindings:
+            raise Conflict(f"pod {key} is already assigned to node {self.bindings[key]!r}", 409)
+        self.bindings[key] = node_name
+        if self.on_bind is not None:
+            self.on_bind(pod, node_name)
+
+    async def bound_node(self, pod: PodSpec) -> str:
+        if pod.key in self.missing:
+            raise NotFound(f'pods "{pod.name}" not found', 404)
+        return self.bindings.get(pod.key, "")
+
+    async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
+        msg = f"Successfully assigned {pod.key} to {node_name}"
+        self.events.append(RecordedEvent("Normal", "Scheduled", pod.key, msg))
+        self.conditions.pop(pod.key, None)
+
+    async def record_failed(
+        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
+        self.events.append(RecordedEvent("Warning", "FailedScheduling", pod.key, message))
+        self.conditions[pod.key] = (reason, message)
+        if nominated_node is not None and nominated_node != pod.nominated_node_name:
+            await self.set_nominated_node(pod, nominated_node)
+
+    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+        if node_name:
+            self.nominations[pod.key] = node_name
+        else:
+            self.nominations.pop(pod.key, None)
+
+    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+        self.evicted.append(victim.key)
+        self.preemptions.setdefault(preemptor.key, []).append(victim.key)
+        self.events.append(RecordedEvent("Normal", "Preempted", victim.key, message))
+        if self.on_evict is not None:
+            self.on_evict(victim)
+
+    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+        self.bound_volumes.append((pod.key, tuple(claims)))
+        if self.objects is None:
+            return
+        for claim_key, pv_name in claims:
+            pvc = self.objects.get("PersistentVolumeClaim", {}).get(claim_key)
+            if pvc is None:
+                continue
+            if pv_name:
+                self._bind(pvc, pv_name, by_controller=True)
+            else:
+                self._provision(pvc, pod.node_name)
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return f"sim-{self._version}"
+
+    def _bind(self, pvc: dict[str, Any], pv_name: str, *, by_controller: bool) -> None:
+        """What the PV controller does: PV claimRef, then PVC volumeName + bind-completed.
+
+        New dicts replace the old ones, as a watch would deliver new objects.
+        """
+        assert self.objects is not None
+        pvs = self.objects.setdefault("PersistentVolume", {})
+        pvcs = self.objects.setdefault("PersistentVolumeClaim", {})
+        meta = pvc.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        pv = copy.deepcopy(pvs.get(pv_name) or {"apiVersion": "v1", "kind": "PersistentVolume"})
+        pv_meta = pv.setdefault("metadata", {})
+        pv_meta["name"] = pv_name
+        pv_meta["resourceVersion"] = self._next_version()
+        if by_controller:
+            pv_meta.setdefault("annotations", {})["pv.kubernetes.io/bound-by-controller"] = "yes"
+        pv.setdefault("spec", {})["claimRef"] = {
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "namespace": meta.get("namespace") or "default",
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+        }
+        pv["status"] = {"phase": "Bound"}
+        pvs[pv_name] = pv
+        new = copy.deepcopy(pvc)
+        new_meta = new.setdefault("metadata", {})
+        new_meta["resourceVersion"] = self._next_version()
+        annotations = new_meta.setdefault("annotations", {})
+        annotations["pv.kubernetes.io/bind-completed"] = "yes"
+        if by_controller:
+            annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
+        new.setdefault("spec", {})["volumeName"] = pv_name
+        new["status"] = {**(new.get("status") or {}), "phase": "Bound"}
+        pvcs[key] = new
+
+    def _provision(self, pvc: dict[str, Any], node_name: str) -> None:
+        """Selected-node annotation, then an external provisioner's PV (no node affinity) and binding."""
+        assert self.objects is not None
+        meta = pvc.get("metadata") or {}
+        spec = pvc.get("spec") or {}
+        selected = copy.deepcopy(pvc)
+        selected.setdefault("metadata", {}).setdefault("annotations", {})[
+            "volume.kubernetes.io/selected-node"
+        ] = node_name
+        pv_name = f"pvc-{meta.get('uid') or meta.get('name', '')}"
+        storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
+        self.objects.setdefault("PersistentVolume", {})[pv_name] = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": storage},
+                "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
+                "storageClassName": spec.get("storageClassName") or "",
+            },
+        }
+        self._bind(selected, pv_name, by_controller=False)
+
+    def failed_messages(self, key: str) -> list[str]:
+        return [e.message for e in self.events if e.pod == key and e.reason == "FailedScheduling"]
