@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.eventhandlers import EventHandlers
@@ -43,7 +43,7 @@ def new_engine(
     profiles: Iterable[SchedulerProfileSpec] = (),
     *,
     registry: Registry | None = None,
-    is_responsible: Callable[[PodSpec], bool] | None = None,
+    is_responsible: Callable[[Pod], bool] | None = None,
     objects: Mapping[str, Mapping[str, Any]] | None = None,
     metrics: MetricsRecorder | None = None,
     rng: random.Random | None = None,
@@ -74,7 +74,7 @@ def new_engine(
     )
     if is_responsible is None:
 
-        def is_responsible(pod: PodSpec) -> bool:
+        def is_responsible(pod: Pod) -> bool:
             return pod.scheduler_name in profile_set
 
     handlers = EventHandlers(cache, queue, is_responsible)

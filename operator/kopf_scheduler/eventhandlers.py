@@ -4,7 +4,7 @@ Unassigned pods that one of our profiles is responsible for live in the queue; a
 any scheduler live in the cache. Every change that may make a waiting pod schedulable is turned
 into a ``ClusterEvent`` for the queue, which moves only the pods whose rejecting plugins care.
 
-The edge hands parsed objects (``PodSpec``/``NodeSpec``; raw dicts for other kinds). Terminal pods
+The edge hands parsed objects (``Pod``/``Node``; raw dicts for other kinds). Terminal pods
 count as deleted, as the reference's pod informer never lists them.
 """
 
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.cache.cache import CacheError
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.framework.events import (
@@ -33,7 +33,7 @@ __all__ = ["EventHandlers"]
 
 log = logging.getLogger(__name__)
 
-def _le_priority(priority: int) -> Callable[[PodSpec], bool]:
+def _le_priority(priority: int) -> Callable[[Pod], bool]:
     return lambda pod: pod.priority <= priority
 
 
@@ -42,7 +42,7 @@ class EventHandlers:
     waiting at Permit rejects it instead of forgetting it under the binding cycle's feet."""
 
     def __init__(
-        self, cache: SchedulerCache, queue: SchedulingQueue, is_responsible: Callable[[PodSpec], bool]
+        self, cache: SchedulerCache, queue: SchedulingQueue, is_responsible: Callable[[Pod], bool]
     ) -> None:
         self.cache = cache
         self.queue = queue
@@ -51,7 +51,7 @@ class EventHandlers:
 
     # -- pods --
 
-    def add_pod(self, pod: PodSpec) -> None:
+    def add_pod(self, pod: Pod) -> None:
         if pod.is_terminal:
             self.delete_pod(pod)
             return
@@ -64,7 +64,7 @@ class EventHandlers:
                 return  # being bound by us; a re-list must not queue it again
             self.queue.add(pod)
 
-    def update_pod(self, old: PodSpec, new: PodSpec) -> None:
+    def update_pod(self, old: Pod, new: Pod) -> None:
         if new.is_terminal:
             self.delete_pod(new if new.node_name else old)
             return
@@ -78,7 +78,7 @@ class EventHandlers:
         elif self.is_responsible(old):
             self._update_in_queue(old, new)
 
-    def delete_pod(self, pod: PodSpec, *, final_state_unknown: bool = False) -> None:
+    def delete_pod(self, pod: Pod, *, final_state_unknown: bool = False) -> None:
         """``final_state_unknown``: the object may be stale (missed the delete), clean up both sides."""
         if final_state_unknown:
             self._delete_assigned(pod)
@@ -90,14 +90,14 @@ class EventHandlers:
         elif self.is_responsible(pod):
             self._delete_from_queue(pod)
 
-    def _add_assigned(self, pod: PodSpec) -> None:
+    def _add_assigned(self, pod: Pod) -> None:
         try:
             self.cache.add_pod(pod)
         except CacheError:
             log.exception("cache add_pod failed for %s", pod.key)
         self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
 
-    def _update_assigned(self, old: PodSpec, new: PodSpec) -> None:
+    def _update_assigned(self, old: Pod, new: Pod) -> None:
         try:
             self.cache.update_pod(old, new)
         except CacheError:
@@ -105,14 +105,14 @@ class EventHandlers:
         for event in pod_scheduling_properties_change(old, new):
             self.queue.move_all_to_active_or_backoff(event, old, new)
 
-    def _delete_assigned(self, pod: PodSpec) -> None:
+    def _delete_assigned(self, pod: Pod) -> None:
         try:
             self.cache.remove_pod(pod)
         except CacheError:
             log.exception("cache remove_pod failed for %s", pod.key)
         self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
 
-    def _update_in_queue(self, old: PodSpec, new: PodSpec) -> None:
+    def _update_in_queue(self, old: Pod, new: Pod) -> None:
         if old.resource_version and old.resource_version == new.resource_version:
             return  # a resync carrying the same object
         if self.cache.is_assumed(new.uid):
@@ -126,7 +126,7 @@ class EventHandlers:
                 EVENT_ASSIGNED_POD_DELETE, old, None, _le_priority(old.priority)
             )
 
-    def _delete_from_queue(self, pod: PodSpec) -> None:
+    def _delete_from_queue(self, pod: Pod) -> None:
         self.queue.delete(pod)
         if self.cache.is_assumed(pod.uid):
             self._handle_assumed_pod_deletion(pod)
@@ -135,7 +135,7 @@ class EventHandlers:
                 EVENT_ASSIGNED_POD_DELETE, pod, None, _le_priority(pod.priority)
             )
 
-    def _handle_assumed_pod_deletion(self, pod: PodSpec) -> None:
+    def _handle_assumed_pod_deletion(self, pod: Pod) -> None:
         assumed = self.cache.get_pod(pod.uid)
         if assumed is None:
             return
@@ -149,16 +149,16 @@ class EventHandlers:
 
     # -- nodes --
 
-    def add_node(self, node: NodeSpec) -> None:
+    def add_node(self, node: Node) -> None:
         self.cache.add_node(node)
         self.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
 
-    def update_node(self, old: NodeSpec, new: NodeSpec) -> None:
+    def update_node(self, old: Node, new: Node) -> None:
         self.cache.update_node(old, new)
         for event in node_scheduling_properties_change(old, new):
             self.queue.move_all_to_active_or_backoff(event, old, new)
 
-    def delete_node(self, node: NodeSpec) -> None:
+    def delete_node(self, node: Node) -> None:
         self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
         try:
             self.cache.remove_node(node)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.client import Conflict, NotFound
 
 __all__ = ["MemoryClusterClient", "RecordedEvent"]
@@ -38,13 +38,13 @@ class MemoryClusterClient:
     bound_volumes: list[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=list)
     missing: set[str] = field(default_factory=set)
     fail_bind: dict[str, Exception] = field(default_factory=dict)
-    on_bind: Callable[[PodSpec, str], None] | None = None
-    on_evict: Callable[[PodSpec], None] | None = None
+    on_bind: Callable[[Pod, str], None] | None = None
+    on_evict: Callable[[Pod], None] | None = None
     preemptions: dict[str, list[str]] = field(default_factory=dict)  # preemptor key -> victim keys
     objects: dict[str, dict[str, Any]] | None = None
     _version: int = 0
 
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         key = pod.key
         if key in self.fail_bind:
             raise self.fail_bind[key]
@@ -56,38 +56,38 @@ class MemoryClusterClient:
         if self.on_bind is not None:
             self.on_bind(pod, node_name)
 
-    async def bound_node(self, pod: PodSpec) -> str:
+    async def bound_node(self, pod: Pod) -> str:
         if pod.key in self.missing:
             raise NotFound(f'pods "{pod.name}" not found', 404)
         return self.bindings.get(pod.key, "")
 
-    async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
+    async def record_scheduled(self, pod: Pod, node_name: str) -> None:
         msg = f"Successfully assigned {pod.key} to {node_name}"
         self.events.append(RecordedEvent("Normal", "Scheduled", pod.key, msg))
         self.conditions.pop(pod.key, None)
 
     async def record_failed(
-        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+        self, pod: Pod, reason: str, message: str, nominated_node: str | None = None
     ) -> None:
         self.events.append(RecordedEvent("Warning", "FailedScheduling", pod.key, message))
         self.conditions[pod.key] = (reason, message)
         if nominated_node is not None and nominated_node != pod.nominated_node_name:
             await self.set_nominated_node(pod, nominated_node)
 
-    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+    async def set_nominated_node(self, pod: Pod, node_name: str) -> None:
         if node_name:
             self.nominations[pod.key] = node_name
         else:
             self.nominations.pop(pod.key, None)
 
-    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
         self.evicted.append(victim.key)
         self.preemptions.setdefault(preemptor.key, []).append(victim.key)
         self.events.append(RecordedEvent("Normal", "Preempted", victim.key, message))
         if self.on_evict is not None:
             self.on_evict(victim)
 
-    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+    async def bind_volumes(self, pod: Pod, claims: Sequence[tuple[str, str]]) -> None:
         self.bound_volumes.append((pod.key, tuple(claims)))
         if self.objects is None:
             return

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
@@ -158,11 +158,11 @@ class ProfileSet:
         frameworks = self.frameworks
         hints = {name: fw.queueing_hints() for name, fw in frameworks.items()}
 
-        def pre_enqueue(pod: PodSpec) -> list[PreEnqueuePlugin]:
+        def pre_enqueue(pod: Pod) -> list[PreEnqueuePlugin]:
             fw = frameworks.get(pod.scheduler_name)
             return fw.pre_enqueue_plugins if fw is not None else []
 
-        def hints_for(pod: PodSpec) -> HintsMap:
+        def hints_for(pod: Pod) -> HintsMap:
             return hints.get(pod.scheduler_name, {})
 
         queue.set_pre_enqueue(pre_enqueue)
@@ -227,14 +227,14 @@ class Scheduler:
         # Scheduled events, posted by a few background workers (the reference's asynchronous
         # broadcaster): a bind never waits for its event, and events never take more than
         # ``event_workers`` of the apiserver's in-flight slots from binds.
-        self._scheduled_events: deque[tuple[PodSpec, str]] = deque()
+        self._scheduled_events: deque[tuple[Pod, str]] = deque()
         self._max_queued_events = max_queued_events
         self._event_workers_max = max(1, event_workers)
         self._event_workers = 0
         self.events_dropped = 0
         self._stop = asyncio.Event()
         # Optional (``run --explain-annotation``): called with each FitError, writes a summary.
-        self.on_fit_error: Callable[[str, PodSpec, FitError], Coroutine[Any, Any, None]] | None = None
+        self.on_fit_error: Callable[[str, Pod, FitError], Coroutine[Any, Any, None]] | None = None
         profiles.bind(
             FrameworkServices(
                 snapshot=self.snapshot,
@@ -306,7 +306,7 @@ class Scheduler:
             qpi = self.queue.pop_nowait()
             if qpi is None:
                 return False
-        pod: PodSpec = qpi.pod
+        pod: Pod = qpi.pod
         fw = self.profiles.get(pod.scheduler_name)
         if fw is None:
             log.error("no profile for scheduler name %r (pod %s)", pod.scheduler_name, pod.key)
@@ -329,8 +329,8 @@ class Scheduler:
 
     def _scheduling_cycle(
         self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, start: float
-    ) -> tuple[ScheduleResult, PodSpec] | _Failure:
-        pod: PodSpec = qpi.pod
+    ) -> tuple[ScheduleResult, Pod] | _Failure:
+        pod: Pod = qpi.pod
         try:
             result = self.schedule_pod(fw, state, pod)
         except NoNodesAvailable as exc:
@@ -371,7 +371,7 @@ class Scheduler:
         return result, assumed
 
     def _undo_assume(
-        self, fw: Framework, state: CycleState, pod: PodSpec, assumed: PodSpec, host: str, status: Status
+        self, fw: Framework, state: CycleState, pod: Pod, assumed: Pod, host: str, status: Status
     ) -> _Failure:
         fw.run_reserve_plugins_unreserve(state, assumed, host)
         self._forget(assumed)
@@ -383,7 +383,7 @@ class Scheduler:
             return _Failure(Status(status.code, str(fit)), fit, nominating="")
         return _Failure(status, None, nominating="")
 
-    def _forget(self, assumed: PodSpec) -> None:
+    def _forget(self, assumed: Pod) -> None:
         try:
             self.cache.forget_pod(assumed)
         except Exception:
@@ -391,7 +391,7 @@ class Scheduler:
 
     # -- the algorithm --
 
-    def schedule_pod(self, fw: Framework, state: CycleState, pod: PodSpec) -> ScheduleResult:
+    def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
         """Pick a node or raise FitError / NoNodesAvailable / FrameworkError (``schedulePod``)."""
         self.cache.update_snapshot(self.snapshot)
         num_nodes = len(self.snapshot)
@@ -408,7 +408,7 @@ class Scheduler:
         return ScheduleResult(host, evaluated, len(feasible))
 
     def find_nodes_that_fit_pod(
-        self, fw: Framework, state: CycleState, pod: PodSpec
+        self, fw: Framework, state: CycleState, pod: Pod
     ) -> tuple[np.ndarray, Diagnosis, int]:
         """Feasible snapshot rows, the diagnosis of the rejected ones, and how many were evaluated."""
         snapshot = self.snapshot
@@ -483,7 +483,7 @@ class Scheduler:
             self.metrics.extension_point(FILTER, status, fw.profile_name, time.perf_counter() - start)
 
     def prioritize_nodes(
-        self, fw: Framework, state: CycleState, pod: PodSpec, rows: np.ndarray
+        self, fw: Framework, state: CycleState, pod: Pod, rows: np.ndarray
     ) -> np.ndarray:
         """Weighted total score per feasible row (all ones when the profile has no Score plugins)."""
         if not fw.has_score_plugins():
@@ -508,7 +508,7 @@ class Scheduler:
 
     def _handle_failure(self, fw: Framework, qpi: QueuedPodInfo, failure: _Failure, start: float) -> None:
         """Requeue and report (``handleSchedulingFailure``); the API writes go to the background."""
-        pod: PodSpec = qpi.pod
+        pod: Pod = qpi.pod
         status = failure.status
         reason = UNSCHEDULABLE if status.is_rejected() else SCHEDULER_ERROR
         err = failure.error
@@ -523,7 +523,7 @@ class Scheduler:
         self.metrics.schedule_attempt(result, fw.profile_name, self.clock() - start)
         gone = self.queue.is_gone(pod.uid)
         pf = failure.post_filter
-        preemption: tuple[list[AsyncPreemptionPlugin], list[PodSpec]] | None = None
+        preemption: tuple[list[AsyncPreemptionPlugin], list[Pod]] | None = None
         if not gone and pf is not None and pf.nominated_node_name and pf.victims:
             preemption = self._start_preemption(fw, pod, pf)
         self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
@@ -544,13 +544,13 @@ class Scheduler:
             plugins, victims = preemption
             self._spawn(self._preempt(fw, pod, pf, plugins, victims), f"preemption for {pod.key}")
 
-    async def _report_failure(self, pod: PodSpec, reason: str, message: str, nominating: str | None) -> None:
+    async def _report_failure(self, pod: Pod, reason: str, message: str, nominating: str | None) -> None:
         # The full message: the edge truncates the event note to the apiserver's limit, not us.
         await self.client.record_failed(pod, reason, message, nominated_node=nominating)
 
     def _start_preemption(
-        self, fw: Framework, pod: PodSpec, result: PostFilterResult
-    ) -> tuple[list[AsyncPreemptionPlugin], list[PodSpec]] | None:
+        self, fw: Framework, pod: Pod, result: PostFilterResult
+    ) -> tuple[list[AsyncPreemptionPlugin], list[Pod]] | None:
         """Mark the preemptor as preempting before it is requeued, so PreEnqueue keeps it out of
         activeQ until the evictions are sent (``prepareCandidateAsync``).
 
@@ -567,10 +567,10 @@ class Scheduler:
     async def _preempt(
         self,
         fw: Framework,
-        pod: PodSpec,
+        pod: Pod,
         result: PostFilterResult,
         plugins: list[AsyncPreemptionPlugin],
-        victims: list[PodSpec],
+        victims: list[Pod],
     ) -> None:
         """Clear lower-priority nominations on the node and evict the victims concurrently.
 
@@ -602,7 +602,7 @@ class Scheduler:
             if retry:
                 self.queue.activate([pod])
 
-    async def _preempt_victim(self, fw: Framework, victim: PodSpec, preemptor: PodSpec, message: str) -> bool:
+    async def _preempt_victim(self, fw: Framework, victim: Pod, preemptor: Pod, message: str) -> bool:
         """A victim waiting on Permit is rejected instead of deleted, as the reference does;
         True when it was (preempted in memory)."""
         for other in self.profiles.frameworks.values():
@@ -613,7 +613,7 @@ class Scheduler:
         await self.client.evict(victim, preemptor, message)
         return False
 
-    async def _clear_lower_priority_nominations(self, pod: PodSpec, node: str) -> bool:
+    async def _clear_lower_priority_nominations(self, pod: Pod, node: str) -> bool:
         """Lower-priority pods nominated to ``node`` may no longer fit there: clear their nomination
         so they look elsewhere sooner (``getLowerPriorityNominatedPods`` + ``clearNominatedNodeName``).
 
@@ -642,7 +642,7 @@ class Scheduler:
         fw: Framework,
         qpi: QueuedPodInfo,
         result: ScheduleResult,
-        assumed: PodSpec,
+        assumed: Pod,
         start: float,
     ) -> None:
         """The binding cycle, counted in goroutines{operation="binding"} while it runs."""
@@ -658,7 +658,7 @@ class Scheduler:
         fw: Framework,
         qpi: QueuedPodInfo,
         result: ScheduleResult,
-        assumed: PodSpec,
+        assumed: Pod,
         start: float,
     ) -> None:
         host = result.suggested_host
@@ -710,7 +710,7 @@ class Scheduler:
         await fw.run_post_bind_plugins(state, assumed, host)
         return None
 
-    async def _nominate_before_binding(self, pod: PodSpec, host: str) -> None:
+    async def _nominate_before_binding(self, pod: Pod, host: str) -> None:
         """``status.nominatedNodeName`` = the chosen node; a failure is logged, not fatal (as there).
 
         The queued pod then carries the nomination, so a failed binding cycle's report clears it.
@@ -720,7 +720,7 @@ class Scheduler:
         except Exception as exc:
             log.error("setting the nominated node of %s to %s before binding failed: %s", pod.key, host, exc)
 
-    def _queue_scheduled_event(self, pod: PodSpec, host: str) -> None:
+    def _queue_scheduled_event(self, pod: Pod, host: str) -> None:
         """Hand the ``Scheduled`` event to the background workers; drop it when the queue is full.
 
         Dropping is what the reference does (its broadcaster's channel drops on overflow): an event
@@ -750,7 +750,7 @@ class Scheduler:
         finally:
             self._event_workers -= 1
 
-    async def _bind_landed(self, pod: PodSpec, host: str, status: Status | None) -> bool:
+    async def _bind_landed(self, pod: Pod, host: str, status: Status | None) -> bool:
         """Did a bind that reported an API error bind the pod to ``host`` after all?
 
         A lost response (timeout, reset after sending) or a 409 from a retry may hide a Binding the
@@ -776,7 +776,7 @@ class Scheduler:
         fw: Framework,
         state: CycleState,
         qpi: QueuedPodInfo,
-        assumed: PodSpec,
+        assumed: Pod,
         host: str,
         status: Status,
         error: BaseException | None,

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec
 from kopf_scheduler.framework.profiles import load_profile
@@ -76,9 +76,9 @@ class PodOutcome:
 
 @dataclass
 class Inputs:
-    nodes: list[NodeSpec] = field(default_factory=list)
-    running: list[PodSpec] = field(default_factory=list)
-    pending: list[PodSpec] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    running: list[Pod] = field(default_factory=list)
+    pending: list[Pod] = field(default_factory=list)
     profiles: list[SchedulerProfileSpec] = field(default_factory=list)
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -201,7 +201,7 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         engine.handlers,
     )
 
-    def bound(pod: PodSpec, node_name: str) -> None:  # the watch would deliver the bound pod
+    def bound(pod: Pod, node_name: str) -> None:  # the watch would deliver the bound pod
         import dataclasses
 
         cache.add_pod(dataclasses.replace(pod, node_name=node_name))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 class Hold(Plugin):
     name = "Hold"
 
-    def permit(self, state: CycleState, p: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, p: Pod, node_name: str) -> tuple[Status | None, float]:
         return Status(Code.WAIT), 60.0
 
 

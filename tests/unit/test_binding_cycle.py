@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.framework.client import TransientError
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
@@ -34,7 +34,7 @@ class Sort(Plugin):
 class Cpu(Plugin):
     name = "Cpu"
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if node_info.requested.milli_cpu + pod.requests.milli_cpu > node_info.allocatable.milli_cpu:
             return Status.unschedulable("Insufficient cpu")
         return None
@@ -45,7 +45,7 @@ class Gate(Plugin):
 
     name = "Gate"
 
-    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         return Status(Code.WAIT), 30.0
 
 
@@ -56,10 +56,10 @@ class Volumes(Plugin):
     answer: Status | None = Status(Code.SKIP)
     pre_bound: list[str] = []
 
-    def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return type(self).answer
 
-    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         type(self).pre_bound.append(pod.key)
         return None
 
@@ -69,7 +69,7 @@ class OldPreBind(Plugin):
 
     name = "OldPreBind"
 
-    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return None
 
 
@@ -86,11 +86,11 @@ class OrderedClient(FakeClusterClient):
         super().__init__()
         self.calls: list[tuple[str, str, str]] = []
 
-    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+    async def set_nominated_node(self, pod: Pod, node_name: str) -> None:
         self.calls.append(("nominate", pod.key, node_name))
         await super().set_nominated_node(pod, node_name)
 
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         self.calls.append(("bind", pod.key, node_name))
         await super().bind(pod, node_name)
 
@@ -125,7 +125,7 @@ def no_backoff_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return slept
 
 
-async def bind_when_waiting(sched: Scheduler, pod: PodSpec, verdict: str) -> None:
+async def bind_when_waiting(sched: Scheduler, pod: Pod, verdict: str) -> None:
     """Schedule one pod, then allow or reject it once it waits on Permit."""
     assert await sched.schedule_one()
     fw = sched.profiles.frameworks["kopf-scheduler"]
@@ -288,7 +288,7 @@ async def test_transient_bind_errors_are_retried_and_the_pod_bound_once(
     failures = [TransientError("the server is shutting down", 503, "ServiceUnavailable")] * 2
     real_bind = client.bind
 
-    async def flaky(p: PodSpec, node: str) -> None:
+    async def flaky(p: Pod, node: str) -> None:
         if failures:
             client.calls.append(("bind", p.key, node))
             raise failures.pop()
@@ -312,7 +312,7 @@ async def test_a_500_that_bound_the_pod_is_a_success_not_a_second_bind() -> None
     real_bind = client.bind
     answered = []
 
-    async def applied_then_500(p: PodSpec, node: str) -> None:
+    async def applied_then_500(p: Pod, node: str) -> None:
         await real_bind(p, node)  # the second call raises Conflict from the fake apiserver
         if not answered:
             answered.append(True)

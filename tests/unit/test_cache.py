@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.api.types import Resource
 from kopf_scheduler.cache import Cache, CacheError, Snapshot
 from kopf_scheduler.cache.cache import NodeTree
@@ -15,7 +15,7 @@ from kopf_scheduler.testing.builders import make_node, make_pod, pod_dict
 ZONE = "topology.kubernetes.io/zone"
 
 
-def bound(pod: PodSpec, node: str) -> PodSpec:
+def bound(pod: Pod, node: str) -> Pod:
     """The same pod (same uid) as the watch delivers it once bound to ``node``."""
     return parse_pod({**pod_dict(pod.name, uid=pod.uid, cpu="100m", node_name=node)})
 
@@ -255,7 +255,7 @@ def test_large_cluster_snapshot_copies_only_changed_nodes() -> None:
     # the snapshot update copies exactly one NodeInfo out of 5,000.
     nodes = [make_node(f"n{i}", labels={ZONE: f"z{i % 3}"}) for i in range(5000)]
     pods = [
-        PodSpec(
+        Pod(
             uid=f"u{i}", namespace="default", name=f"p{i}", node_name=f"n{i % 5000}", requests=Resource(100)
         )
         for i in range(50_000)

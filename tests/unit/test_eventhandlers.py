@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.cache import Cache
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.events import node_scheduling_properties_change
@@ -45,7 +45,7 @@ class Env:
         self.queue = PriorityQueue(clock=self.clock, **queue_kwargs)
         self.handlers = EventHandlers(self.cache, self.queue, lambda pod: pod.scheduler_name == OURS)
 
-    def reject(self, pod: PodSpec, *plugins: str) -> QueuedPodInfo:
+    def reject(self, pod: Pod, *plugins: str) -> QueuedPodInfo:
         """Add ``pod``, pop it and put it back rejected by ``plugins``; then let backoff pass."""
         self.handlers.add_pod(pod)
         qpi = self.queue.pop_nowait()
@@ -55,11 +55,11 @@ class Env:
         self.clock.advance(20)
         return qpi
 
-    def where(self, pod: PodSpec) -> str | None:
+    def where(self, pod: Pod) -> str | None:
         return self.queue.where(pod.uid)
 
 
-def with_uid(pod: PodSpec, **kwargs: Any) -> PodSpec:
+def with_uid(pod: Pod, **kwargs: Any) -> Pod:
     kwargs.setdefault("scheduler_name", pod.scheduler_name)
     return parse_pod(pod_dict(pod.name, pod.namespace, uid=pod.uid, **kwargs))
 
@@ -254,7 +254,7 @@ def test_nomination_change_moves_lower_or_equal_priority_pods() -> None:
 # --- nodes --------------------------------------------------------------------------------------
 
 
-def node_with(name: str, **kwargs: Any) -> NodeSpec:
+def node_with(name: str, **kwargs: Any) -> Node:
     conditions = kwargs.pop("conditions", None)
     annotations = kwargs.pop("annotations", None)
     raw = node_dict(name, **kwargs)

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.explain.annotation import fit_summary
@@ -17,11 +17,11 @@ from kopf_scheduler.testing.builders import make_node, make_pod
 from kopf_scheduler.testing.fake_client import FakeClusterClient
 
 
-def _fail(nodes: list[Any], pod: PodSpec, limit: int = 4096) -> tuple[dict[str, Any], str, str]:
+def _fail(nodes: list[Any], pod: Pod, limit: int = 4096) -> tuple[dict[str, Any], str, str]:
     """Schedule ``pod`` once; return the hook's summary, the FailedScheduling message and the raw text."""
-    seen: list[tuple[str, PodSpec, FitError]] = []
+    seen: list[tuple[str, Pod, FitError]] = []
 
-    async def hook(profile: str, p: PodSpec, fit: FitError) -> None:
+    async def hook(profile: str, p: Pod, fit: FitError) -> None:
         seen.append((profile, p, fit))
 
     async def go() -> str:

@@ -12,7 +12,7 @@ import itertools
 import random
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cluster.client import EVENT_SERIES_WINDOW, KubeClusterClient
 from kopf_scheduler.eventhandlers import EventHandlers
@@ -132,10 +132,10 @@ def _per_pod_sizes(scheduler: Scheduler) -> dict[str, int]:
 async def _churn(scheduler: Scheduler, handlers: EventHandlers, client: FakeClusterClient, n: int) -> None:
     """Create, schedule, bind (as the watch would show it) and delete ``n`` uniquely named pods,
     keeping a few alive at a time; some are deleted while still pending."""
-    live: dict[str, PodSpec] = {}
-    pending: dict[str, PodSpec] = {}
+    live: dict[str, Pod] = {}
+    pending: dict[str, Pod] = {}
 
-    def on_bind(pod: PodSpec, node: str) -> None:
+    def on_bind(pod: Pod, node: str) -> None:
         bound = dataclasses.replace(pod, node_name=node)
         pending.pop(pod.uid, None)
         live[pod.uid] = bound

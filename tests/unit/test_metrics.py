@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
@@ -417,7 +417,7 @@ def test_gated_pod_is_counted_in_the_unschedulable_pool() -> None:
 class Waiter(Plugin):
     name = "Waiter"
 
-    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         return Status(Code.WAIT), 10.0
 
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api import objects
-from kopf_scheduler.api.objects import PodSpec, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster.informer import _gc_paused, _trim
 from kopf_scheduler.testing.builders import pod_dict
 
 
-def _fields(pod: PodSpec) -> dict[str, Any]:
+def _fields(pod: Pod) -> dict[str, Any]:
     return {f.name: getattr(pod, f.name) for f in dataclasses.fields(pod)}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, Status
@@ -27,14 +27,14 @@ from kopf_scheduler.testing.builders import make_node, pod_dict
 U, UU, ERR = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.ERROR
 
 
-def pod(name: str, priority: int = 0, start: int | None = None) -> PodSpec:
+def pod(name: str, priority: int = 0, start: int | None = None) -> Pod:
     raw = pod_dict(name, priority=priority, uid=name)
     if start is not None:
         raw["status"]["startTime"] = f"2025-01-01T00:00:{start:02d}Z"
     return parse_pod(raw)
 
 
-def cand(name: str, *victims: PodSpec, pdb: int = 0) -> Candidate:
+def cand(name: str, *victims: Pod, pdb: int = 0) -> Candidate:
     return Candidate(name, list(victims), pdb)
 
 
@@ -122,7 +122,7 @@ def test_pod_without_start_time_counts_as_started_now() -> None:
 class ScriptedPolicy:
     """Returns per-node outcomes from a table; records the nodes tried, in order."""
 
-    outcomes: Mapping[str, tuple[list[PodSpec], int, Status | None]]
+    outcomes: Mapping[str, tuple[list[Pod], int, Status | None]]
     offset: int = 0
     num_candidates: int = 100
     eligible: tuple[bool, str] = (True, "")
@@ -134,14 +134,14 @@ class ScriptedPolicy:
         return self.offset % num_nodes, min(self.num_candidates, num_nodes)
 
     def pod_eligible_to_preempt_others(
-        self, p: PodSpec, nominated_node_status: Status | None
+        self, p: Pod, nominated_node_status: Status | None
     ) -> tuple[bool, str]:
         self.seen_nominated_status.append(nominated_node_status)
         return self.eligible
 
     def select_victims_on_node(
-        self, state: CycleState, p: PodSpec, info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
-    ) -> tuple[list[PodSpec], int, Status | None]:
+        self, state: CycleState, p: Pod, info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
+    ) -> tuple[list[Pod], int, Status | None]:
         self.tried.append(info.name)
         self.seen_pdbs.append(pdbs)
         info.remove_pod(info.pods[0]) if info.pods else None  # mutating the clone must be harmless
@@ -157,7 +157,7 @@ class MiniHandle:
     objects: dict[str, Any] = field(default_factory=dict)
 
     def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, p: PodSpec, info: NodeInfo
+        self, state: CycleState, p: Pod, info: NodeInfo
     ) -> Status | None:
         raise AssertionError("the scripted policy does not filter")
 
@@ -187,7 +187,7 @@ def node_statuses(codes: Mapping[str, Code], absent: Code | None = None) -> Node
     return m
 
 
-def ok(*names: str, pdb: int = 0) -> tuple[list[PodSpec], int, Status | None]:
+def ok(*names: str, pdb: int = 0) -> tuple[list[Pod], int, Status | None]:
     return [pod(n) for n in names], pdb, None
 
 
@@ -222,7 +222,7 @@ def test_dry_run_keeps_looking_for_a_non_violating_candidate_and_caps_each_list(
 
 def test_dry_run_records_failures_and_errors() -> None:
     names = ["a", "b", "c", "d"]
-    outcomes: dict[str, tuple[list[PodSpec], int, Status | None]] = {
+    outcomes: dict[str, tuple[list[Pod], int, Status | None]] = {
         "a": ([], 0, Status(UU, "No preemption victims found for incoming pod")),
         "b": ([], 0, Status(ERR, "boom")),
         "c": ([], 0, None),  # success without victims is an error

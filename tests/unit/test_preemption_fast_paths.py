@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.bench.preemption import build
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import NodeToStatus
@@ -21,7 +21,7 @@ from kopf_scheduler.testing.builders import node_dict, pod_dict
 
 
 def slow_pdb_violation(
-    pods: Sequence[PodSpec], pdbs: Sequence[PodDisruptionBudget]
+    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]
 ) -> tuple[list[str], list[str]]:
     """The definition: every PDB checked against every pod, budgets spent in pod order."""
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
@@ -67,7 +67,7 @@ def random_pdbs(rnd: random.Random) -> list[PodDisruptionBudget]:
     return parse_pdbs(raw)
 
 
-def random_pods(rnd: random.Random) -> list[PodSpec]:
+def random_pods(rnd: random.Random) -> list[Pod]:
     pods = []
     for i in range(rnd.randrange(0, 10)):
         labels = {}
@@ -182,11 +182,11 @@ class Ext:
         self.fail = fail
         self.calls: list[str] = []
 
-    def add_pod(self, state: CycleState, pod: PodSpec, other: PodSpec, info: NodeInfo) -> Status | None:
+    def add_pod(self, state: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> Status | None:
         self.calls.append("add")
         return Status(Code.ERROR, "boom") if self.fail else None
 
-    def remove_pod(self, state: CycleState, pod: PodSpec, other: PodSpec, info: NodeInfo) -> Status | None:
+    def remove_pod(self, state: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> Status | None:
         self.calls.append("remove")
         return Status(Code.ERROR, "boom") if self.fail else None
 

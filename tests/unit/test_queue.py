@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.framework.events import (
     EVENT_NODE_ADD,
     UPDATE_POD_OTHER,
@@ -29,7 +29,7 @@ NODE_ALLOC = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_ALLOCATABLE
 
 
 def _always(hint: QueueingHint) -> Any:
-    def fn(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def fn(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return hint
 
     return fn
@@ -59,7 +59,7 @@ class Gates:
 
     name = "SchedulingGates"
 
-    def pre_enqueue(self, pod: PodSpec) -> Status | None:
+    def pre_enqueue(self, pod: Pod) -> Status | None:
         if pod.scheduling_gates:
             return Status.unresolvable("waiting for scheduling gates")
         return None
@@ -238,7 +238,7 @@ def test_pending_plugin_queue_skips_backoff() -> None:
 def test_hint_receives_objects_and_errors_mean_queue() -> None:
     seen: list[tuple[str, Any, Any]] = []
 
-    def hint(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def hint(pod: Pod, old: Any, new: Any) -> QueueingHint:
         seen.append((pod.name, old, new))
         raise RuntimeError("boom")
 
@@ -435,7 +435,7 @@ def test_gated_pod_rechecked_on_timeout_stays_gated() -> None:
 
 
 def test_pre_enqueue_is_per_pod_profile() -> None:
-    def plugins_for(pod: PodSpec) -> list[Gates]:
+    def plugins_for(pod: Pod) -> list[Gates]:
         return [Gates()] if pod.scheduler_name == "strict" else []
 
     q = make_queue(pre_enqueue=plugins_for)
@@ -502,12 +502,12 @@ def test_nominated_pods_tracked_on_add_and_delete() -> None:
 def test_pod_scheduling_properties_change() -> None:
     base = make_pod("p", cpu="2", labels={"a": "1"})
 
-    def variant(**kw: Any) -> PodSpec:
+    def variant(**kw: Any) -> Pod:
         kw.setdefault("cpu", "2")
         kw.setdefault("labels", {"a": "1"})
         return parse_pod(pod_dict("p", uid=base.uid, **kw))
 
-    def actions(new: PodSpec) -> list[ActionType]:
+    def actions(new: Pod) -> list[ActionType]:
         return [e.action for e in pod_scheduling_properties_change(base, new)]
 
     assert actions(variant(labels={"a": "2"})) == [ActionType.UPDATE_POD_LABEL]
@@ -611,7 +611,7 @@ def test_callable_hints_with_union_skip_uninteresting_events(with_union: bool, e
     profile_b = {"NodeAffinity": HINTS["NodeAffinity"]}
     calls: list[str] = []
 
-    def hints_for(pod: PodSpec) -> Any:
+    def hints_for(pod: Pod) -> Any:
         calls.append(pod.name)
         return profile_a if pod.scheduler_name == "a" else profile_b
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, PreFilterResult, Status
@@ -33,7 +33,7 @@ class Sort(Plugin):
 class Binder(Plugin):
     name = "Binder"
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         CALLS.append(f"bind:{node_name}")
         return None
 
@@ -41,7 +41,7 @@ class Binder(Plugin):
 class SkipBinder(Plugin):
     name = "SkipBinder"
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         CALLS.append("skipbind")
         return Status(Code.SKIP)
 
@@ -52,23 +52,23 @@ class CpuFit(Plugin):
     name = "CpuFit"
     vector = True
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         CALLS.append(f"cpu:{node_info.name}")
         if node_info.requested.milli_cpu + pod.requests.milli_cpu > node_info.allocatable.milli_cpu:
             return Status.unschedulable("Insufficient cpu")
         return None
 
-    def filter_vector(self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray) -> Any:
+    def filter_vector(self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray) -> Any:
         if not self.vector:
             return None
         a = snapshot.arrays
         return a.requested[idx, 0] + pod.requests.milli_cpu <= a.allocatable[idx, 0]
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         free = node_info.allocatable.milli_cpu - node_info.requested.milli_cpu - pod.requests.milli_cpu
         return int(free * 100 // node_info.allocatable.milli_cpu), None
 
-    def score_vector(self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray) -> Any:
+    def score_vector(self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray) -> Any:
         if not self.vector:
             return None
         a = snapshot.arrays
@@ -81,7 +81,7 @@ class Selector(Plugin):
 
     name = "Selector"
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         CALLS.append(f"sel:{node_info.name}")
         assert node_info.node is not None
         if any(node_info.node.labels.get(k) != v for k, v in pod.node_selector.items()):
@@ -95,7 +95,7 @@ class Narrow(Plugin):
     status: Status | None = None
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         CALLS.append("narrow")
         return PreFilterResult(type(self).result), type(self).status
@@ -110,10 +110,10 @@ class SkipFilter(Plugin):
 
     name = "SkipFilter"
 
-    def pre_filter(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Any:
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Any:
         return None, Status(Code.SKIP)
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         CALLS.append("skipfilter")
         return Status.unschedulable("should not run")
 
@@ -123,10 +123,10 @@ class Half(Plugin):
 
     name = "Half"
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return int(node_info.name[-1]), None
 
-    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None:
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
         scores *= 10
         return None
 
@@ -134,22 +134,22 @@ class Half(Plugin):
 class Res(Plugin):
     name = "Res"
 
-    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         CALLS.append("reserve:Res")
         return None
 
-    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         CALLS.append("unreserve:Res")
 
 
 class Res2(Res):
     name = "Res2"
 
-    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         CALLS.append("reserve:Res2")
         return Status.unschedulable("no")
 
-    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         CALLS.append("unreserve:Res2")
 
 
@@ -157,7 +157,7 @@ class Waiter(Plugin):
     name = "Waiter"
     timeout = 10.0
 
-    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         return Status(Code.WAIT), type(self).timeout
 
 
@@ -306,7 +306,7 @@ def test_scores_are_normalized_and_weighted(vector: bool) -> None:
 def test_invalid_score_is_an_error() -> None:
     fw = framework("Half", nodes=infos(("n9", "4", "0"), ("n11", "4", "0")))
 
-    def too_big(state: CycleState, pod: PodSpec, scores: np.ndarray) -> None:
+    def too_big(state: CycleState, pod: Pod, scores: np.ndarray) -> None:
         scores *= 100
 
     fw.plugins["Half"].normalize_score = too_big

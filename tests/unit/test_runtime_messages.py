@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, PostFilterResult, Status
 from kopf_scheduler.framework.profiles import load_profile
@@ -31,52 +31,52 @@ class Broken(Plugin):
 
     name = "Broken"
 
-    def pre_filter(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Any:
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Any:
         return None, Status(Code.ERROR, "boom")
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return Status(Code.ERROR, "boom")
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         return Status(Code.ERROR, "boom")
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return 0, Status(Code.ERROR, "boom")
 
-    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return Status(Code.ERROR, "boom")
 
-    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         pass
 
-    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         return Status(Code.ERROR, "boom"), 0.0
 
-    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return Status(Code.ERROR, "boom")
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return Status(Code.ERROR, "boom")
 
 
 class Binder(Plugin):
     name = "Binder"
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return None
 
 
 class Waiter(Plugin):
     name = "Waiter"
 
-    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         return Status(Code.WAIT), 10.0
 
 
 class PostFilterError(Plugin):
     name = "PFError"
 
-    def post_filter(self, state: CycleState, pod: PodSpec, statuses: Mapping[str, Status]) -> Any:
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Any:
         return None, Status(Code.ERROR, "no nodes available")
 
 
@@ -85,14 +85,14 @@ class ClearNomination(Plugin):
 
     name = "Clear"
 
-    def post_filter(self, state: CycleState, pod: PodSpec, statuses: Mapping[str, Status]) -> Any:
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Any:
         return PostFilterResult(""), Status(Code.UNSCHEDULABLE, "preemption: not helpful")
 
 
 class Noop(Plugin):
     name = "Noop"
 
-    def post_filter(self, state: CycleState, pod: PodSpec, statuses: Mapping[str, Status]) -> Any:
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Any:
         return None, Status(Code.UNSCHEDULABLE, "nothing to do")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.client import ApiError, Conflict
@@ -35,7 +35,7 @@ class Sort(Plugin):
 class Binder(Plugin):
     name = "Binder"
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         try:
             await self.handle.client.bind(pod, node_name)  # type: ignore[union-attr]
         except ApiError as exc:
@@ -46,16 +46,16 @@ class Binder(Plugin):
 class Cpu(Plugin):
     name = "Cpu"
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if node_info.requested.milli_cpu + pod.requests.milli_cpu > node_info.allocatable.milli_cpu:
             return Status.unschedulable("Insufficient cpu")
         return None
 
-    def filter_vector(self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray) -> Any:
+    def filter_vector(self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray) -> Any:
         a = snapshot.arrays
         return a.requested[idx, 0] + pod.requests.milli_cpu <= a.allocatable[idx, 0]
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return 0, None  # all ties: the random tie-break decides
 
 
@@ -80,7 +80,7 @@ def setup(
     profiles = ProfileSet([load_profile(SPEC, REG)], REG)
     sched = Scheduler(cache, queue, client, profiles, rng=random.Random(seed))
 
-    def bound(pod: PodSpec, node: str) -> None:
+    def bound(pod: Pod, node: str) -> None:
         import dataclasses
 
         cache.add_pod(dataclasses.replace(pod, node_name=node))
@@ -139,7 +139,7 @@ async def test_scheduled_events_do_not_hold_binds_and_drop_on_overflow() -> None
     posted: list[str] = []
     record = client.record_scheduled
 
-    async def slow_record(pod: PodSpec, node_name: str) -> None:
+    async def slow_record(pod: Pod, node_name: str) -> None:
         await gate.wait()
         posted.append(pod.key)
         await record(pod, node_name)
@@ -209,7 +209,7 @@ async def test_bind_whose_response_was_lost_keeps_its_room() -> None:
     client.on_bind = None  # the watch has not shown the bind yet
     real_bind = client.bind
 
-    async def lost(pod: PodSpec, node: str) -> None:
+    async def lost(pod: Pod, node: str) -> None:
         await real_bind(pod, node)
         raise ApiError("injected: timeout after the Binding was sent", 0)
 
@@ -234,7 +234,7 @@ async def test_bind_error_whose_read_back_fails_too_is_requeued() -> None:
     pod = make_pod("p", cpu="1")
     client.fail_bind[pod.key] = ApiError("connection reset", 0)
 
-    async def unreadable(pod: PodSpec) -> str:
+    async def unreadable(pod: Pod) -> str:
         raise ApiError("read back failed too", 503)
 
     client.bound_node = unreadable  # type: ignore[method-assign]

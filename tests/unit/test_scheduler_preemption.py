@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import (
@@ -46,7 +46,7 @@ class Sort(Plugin):
 class Binder(Plugin):
     name = "Binder"
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         try:
             await self.handle.client.bind(pod, node_name)  # type: ignore[union-attr]
         except ApiError as exc:
@@ -60,7 +60,7 @@ class Full(Plugin):
     name = "Full"
     reason = "Insufficient cpu"
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return Status.unschedulable(type(self).reason)
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
@@ -78,10 +78,10 @@ class Preempt(Plugin):
         super().__init__(args, handle)
         self.preempting: set[str] = set()
 
-    def post_filter(self, state: CycleState, pod: PodSpec, statuses: Mapping[str, Status]) -> Any:
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> Any:
         return type(self).answer, Status(Code.UNSCHEDULABLE, "preemption: nope")
 
-    def pre_enqueue(self, pod: PodSpec) -> Status | None:
+    def pre_enqueue(self, pod: Pod) -> Status | None:
         if pod.uid in self.preempting:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for the preemption")
         return None
@@ -123,7 +123,7 @@ def _reset() -> None:
     Full.reason = "Insufficient cpu"
 
 
-def nominated(name: str, node: str, priority: int = 0) -> PodSpec:
+def nominated(name: str, node: str, priority: int = 0) -> Pod:
     return dataclasses.replace(make_pod(name, priority=priority), nominated_node_name=node)
 
 
@@ -188,7 +188,7 @@ async def test_preemption_skips_deleting_victims_and_clears_lower_nominations() 
 
 
 class FailingEvictions(FakeClusterClient):
-    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
         raise ApiError("the server is unavailable", 503)
 
 

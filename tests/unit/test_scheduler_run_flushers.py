@@ -12,7 +12,7 @@ import dataclasses
 import random
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import CycleState, Plugin, Status
@@ -34,7 +34,7 @@ class Sort(Plugin):
 class Binder(Plugin):
     name = "Binder"
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         try:
             await self.handle.client.bind(pod, node_name)  # type: ignore[union-attr]
         except ApiError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.testing.builders import make_node, make_pod
@@ -24,7 +24,7 @@ def test_lists_follow_cache_updates() -> None:
     snapshot = Snapshot()
     for i in range(20):
         cache.add_node(make_node(f"n{i:02d}"))
-    pods: list[PodSpec] = []
+    pods: list[Pod] = []
     for step in range(300):
         if pods and rng.random() < 0.4:
             cache.remove_pod(pods.pop(rng.randrange(len(pods))))

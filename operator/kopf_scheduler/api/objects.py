@@ -43,9 +43,9 @@ from kopf_scheduler.api.types import (
 )
 
 __all__ = [
-    "NodeSpec",
+    "Node",
+    "Pod",
     "PodRequests",
-    "PodSpec",
     "is_supported_pod_level_resource",
     "parse_node",
     "parse_pod",
@@ -69,7 +69,7 @@ def pod_key(namespace: str, name: str) -> str:
 
 # weakref_slot: per-pod plugin caches hold their pods weakly, so an entry dies with its pod.
 @dataclass(slots=True, eq=False, weakref_slot=True)
-class PodSpec:
+class Pod:
     """What the scheduler needs of a pod, parsed once (the reference's ``PodInfo`` + the pod)."""
 
     uid: str
@@ -141,7 +141,7 @@ class PodSpec:
 
 
 @dataclass(slots=True, eq=False)
-class NodeSpec:
+class Node:
     """What the scheduler needs of a node."""
 
     name: str
@@ -164,10 +164,10 @@ class NodeSpec:
 #
 # - ``NodeInfo`` accounting (``PodInfo.CalculateResource``), BalancedAllocation and the queue's
 #   scale-down check: status-aware (the max of spec, allocated and actuated resources), pod-level
-#   resources applied  -> ``PodSpec.requests`` (and ``non_zero_cpu``/``non_zero_memory``);
-# - NodeResourcesFit's PreFilter/Filter: spec only, pod-level applied -> ``PodSpec.filter_requests``;
+#   resources applied  -> ``Pod.requests`` (and ``non_zero_cpu``/``non_zero_memory``);
+# - NodeResourcesFit's PreFilter/Filter: spec only, pod-level applied -> ``Pod.filter_requests``;
 # - NodeResourcesFit's Score: spec only, container level only (its scorer never enables pod-level
-#   resources), per-container defaults for missing cpu/memory -> ``PodSpec.score_requests``.
+#   resources), per-container defaults for missing cpu/memory -> ``Pod.score_requests``.
 #
 # Amounts are summed as exact fractions and rounded up once at the end, as Quantity arithmetic is.
 
@@ -810,7 +810,7 @@ def _containers(
 # --- objects ----------------------------------------------------------------------------------
 
 
-def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
+def parse_pod(obj: Mapping[str, Any]) -> Pod:
     """Parse a Pod; raises ObjectError naming the first malformed field."""
     try:
         return _parse_pod(obj, memo=True)
@@ -819,7 +819,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodSpec:
         return _parse_pod(obj, memo=False)
 
 
-def _parse_pod(obj: Mapping[str, Any], memo: bool) -> PodSpec:
+def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
     meta = as_mapping(obj.get("metadata"), "metadata")
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
@@ -844,7 +844,7 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> PodSpec:
         host_ports = _host_ports(spec)
     volumes = spec.get("volumes")
     gates = spec.get("schedulingGates")
-    return PodSpec(
+    return Pod(
         uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name", "")),
@@ -889,7 +889,7 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> PodSpec:
     )
 
 
-def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
+def parse_node(obj: Mapping[str, Any]) -> Node:
     meta = as_mapping(obj.get("metadata"), "metadata")
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
@@ -905,7 +905,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
                 as_int(img.get("sizeBytes"), f"status.images[{i}].sizeBytes"),
             )
         )
-    return NodeSpec(
+    return Node(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid") or ""),
         labels=as_str_map(meta.get("labels"), "metadata.labels"),

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.runtime import Framework
@@ -56,7 +56,7 @@ def _term(key: str, app: str) -> dict[str, Any]:
     return {"topologyKey": key, "labelSelector": {"matchLabels": {"app": app}}}
 
 
-def _template(name: str, labels: dict[str, str], **spec: Any) -> PodSpec:
+def _template(name: str, labels: dict[str, str], **spec: Any) -> Pod:
     return parse_pod(pod_dict(name, labels=labels, cpu="10m", **spec))
 
 
@@ -90,7 +90,7 @@ def build_cluster(n_nodes: int, pods_per_node: int) -> Snapshot:
     return Snapshot(infos)
 
 
-def incoming_anti(i: int) -> PodSpec:
+def incoming_anti(i: int) -> Pod:
     return _template(
         f"web-{i}",
         {"app": "web"},
@@ -105,7 +105,7 @@ def incoming_anti(i: int) -> PodSpec:
     )
 
 
-def incoming_spread(i: int) -> PodSpec:
+def incoming_spread(i: int) -> Pod:
     sel = {"matchLabels": {"app": "app-5"}}
     return _template(
         f"spread-{i}",
@@ -121,7 +121,7 @@ def _skipped(status: Status | None) -> bool:
     return status is not None and status.code == Code.SKIP
 
 
-def decide_vector(plugin: Any, pod: PodSpec, snap: Snapshot) -> int:
+def decide_vector(plugin: Any, pod: Pod, snap: Snapshot) -> int:
     """One decision with the vector hooks; returns the chosen snapshot row."""
     state = CycleState()
     nodes = snap.list()
@@ -138,7 +138,7 @@ def decide_vector(plugin: Any, pod: PodSpec, snap: Snapshot) -> int:
     return int(feasible[int(np.argmax(scores))])
 
 
-def decide_per_node(plugin: Any, pod: PodSpec, snap: Snapshot) -> int:
+def decide_per_node(plugin: Any, pod: Pod, snap: Snapshot) -> int:
     """The same decision through the per-node Filter/Score methods (the reference's shape)."""
     state = CycleState()
     nodes = snap.list()
@@ -154,7 +154,7 @@ def decide_per_node(plugin: Any, pod: PodSpec, snap: Snapshot) -> int:
     return feasible[int(np.argmax(scores))]
 
 
-def _bind(snap: Snapshot, row: int, pod: PodSpec) -> None:
+def _bind(snap: Snapshot, row: int, pod: Pod) -> None:
     info = snap.node_infos[row]
     info.add_pod(dataclasses.replace(pod, node_name=info.name))
     snap.replace(row, info)
@@ -163,7 +163,7 @@ def _bind(snap: Snapshot, row: int, pod: PodSpec) -> None:
 def run(scenario: str, n_nodes: int, pods_per_node: int, decisions: int) -> dict[str, float]:
     snap = build_cluster(n_nodes, pods_per_node)
     plugin: Any
-    make: Callable[[int], PodSpec]
+    make: Callable[[int], Pod]
     if scenario == "anti-affinity":
         plugin, make = _plugin("InterPodAffinity", snap), incoming_anti
     else:

@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.framework.profiles import load_profile
@@ -56,7 +56,7 @@ def _available_plugins() -> list[str]:
 
 def build(
     num_nodes: int, pods_per_node: int, seed: int, percentage: int | None
-) -> tuple[Framework, DefaultPreemption, PodSpec, list[str]]:
+) -> tuple[Framework, DefaultPreemption, Pod, list[str]]:
     rnd = random.Random(seed)
     infos = []
     for i in range(num_nodes):

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import ImageState, NodeInfo, next_generation
 
@@ -85,7 +85,7 @@ class NodeTree:
     def __contains__(self, name: object) -> bool:
         return name in self._zone_of
 
-    def add(self, node: NodeSpec) -> None:
+    def add(self, node: Node) -> None:
         if node.name in self._zone_of:
             return
         zone = zone_key(node.labels)
@@ -108,7 +108,7 @@ class NodeTree:
             self._zones.remove(zone)
         self._changed()
 
-    def update(self, node: NodeSpec) -> None:
+    def update(self, node: Node) -> None:
         """Re-place a node whose zone changed (it goes to the end of its new zone)."""
         old_zone = self._zone_of.get(node.name)
         if old_zone is not None and old_zone == zone_key(node.labels):
@@ -136,7 +136,7 @@ class NodeTree:
 
 @dataclass(slots=True)
 class _PodState:
-    pod: PodSpec
+    pod: Pod
 
 
 @dataclass(slots=True)
@@ -172,7 +172,7 @@ class Cache:
             self._nodes[name] = info
         return info
 
-    def add_node(self, node: NodeSpec) -> NodeInfo:
+    def add_node(self, node: Node) -> NodeInfo:
         info = self._nodes.get(node.name)
         if info is None:
             info = self._node_info(node.name)
@@ -184,7 +184,7 @@ class Cache:
         self._touch(node.name)
         return info
 
-    def update_node(self, old: NodeSpec | None, new: NodeSpec) -> NodeInfo:
+    def update_node(self, old: Node | None, new: Node) -> NodeInfo:
         info = self._nodes.get(new.name)
         if info is None:
             info = self._node_info(new.name)
@@ -200,7 +200,7 @@ class Cache:
         self._touch(new.name)
         return info
 
-    def remove_node(self, node: NodeSpec | str) -> None:
+    def remove_node(self, node: Node | str) -> None:
         """Drop a node; while pods remain on it, a ghost NodeInfo (no node) keeps their accounting."""
         name = node if isinstance(node, str) else node.name
         info = self._nodes.get(name)
@@ -215,7 +215,7 @@ class Cache:
         self._tree.remove(name)
         self._remove_images(name)
 
-    def _add_images(self, node: NodeSpec, info: NodeInfo) -> None:
+    def _add_images(self, node: Node, info: NodeInfo) -> None:
         names: list[str] = []
         for image_names, size in node.images:
             for image in image_names:
@@ -251,7 +251,7 @@ class Cache:
 
     # -- pods --
 
-    def _add_pod(self, pod: PodSpec, assumed: bool) -> None:
+    def _add_pod(self, pod: Pod, assumed: bool) -> None:
         info = self._node_info(pod.node_name)
         info.add_pod(pod)
         self._touch(pod.node_name)
@@ -259,7 +259,7 @@ class Cache:
         if assumed:
             self._assumed.add(pod.uid)
 
-    def _remove_pod(self, pod: PodSpec) -> None:
+    def _remove_pod(self, pod: Pod) -> None:
         info = self._nodes.get(pod.node_name)
         if info is None:
             log.error("node %s of pod %s not found when removing it", pod.node_name, pod.key)
@@ -272,11 +272,11 @@ class Cache:
         self._pods.pop(pod.uid, None)
         self._assumed.discard(pod.uid)
 
-    def _update_pod(self, old: PodSpec, new: PodSpec) -> None:
+    def _update_pod(self, old: Pod, new: Pod) -> None:
         self._remove_pod(old)
         self._add_pod(new, assumed=False)
 
-    def assume_pod(self, pod: PodSpec) -> None:
+    def assume_pod(self, pod: Pod) -> None:
         """Account ``pod`` (a copy with ``node_name`` set) on its node before it is bound."""
         if not pod.node_name:
             raise CacheError(f"assumed pod {pod.key} has no node")
@@ -284,11 +284,11 @@ class Cache:
             raise CacheError(f"pod {pod.key} is in the cache, so can't be assumed")
         self._add_pod(pod, assumed=True)
 
-    def finish_binding(self, pod: PodSpec) -> None:
+    def finish_binding(self, pod: Pod) -> None:
         """Binding is done. Where the reference would start the assumed pod's expiry nothing
         happens: expiry is off (see the class docstring); the watch confirms the pod."""
 
-    def forget_pod(self, pod: PodSpec) -> None:
+    def forget_pod(self, pod: Pod) -> None:
         """Undo ``assume_pod`` (binding failed or the pod went away)."""
         state = self._pods.get(pod.uid)
         if state is None:
@@ -301,7 +301,7 @@ class Cache:
             raise CacheError(f"only assumed pod can be forgotten: {pod.key}")
         self._remove_pod(state.pod)
 
-    def add_pod(self, pod: PodSpec) -> None:
+    def add_pod(self, pod: Pod) -> None:
         """A bound pod from the watch; confirms an assumed pod (moving it if bound elsewhere)."""
         state = self._pods.get(pod.uid)
         if state is None:
@@ -319,7 +319,7 @@ class Cache:
             # Already added (e.g. replayed by a re-list): take the newer version.
             self._update_pod(state.pod, pod)
 
-    def update_pod(self, old: PodSpec, new: PodSpec) -> None:
+    def update_pod(self, old: Pod, new: Pod) -> None:
         state = self._pods.get(new.uid)
         if state is None:
             self._add_pod(new, assumed=False)
@@ -330,17 +330,17 @@ class Cache:
             return
         self._update_pod(state.pod, new)
 
-    def remove_pod(self, pod: PodSpec) -> None:
+    def remove_pod(self, pod: Pod) -> None:
         state = self._pods.get(pod.uid)
         if state is None:
             return
         self._remove_pod(state.pod)
 
-    def is_assumed(self, pod: PodSpec | str) -> bool:
+    def is_assumed(self, pod: Pod | str) -> bool:
         uid = pod if isinstance(pod, str) else pod.uid
         return uid in self._assumed
 
-    def get_pod(self, uid: str) -> PodSpec | None:
+    def get_pod(self, uid: str) -> Pod | None:
         state = self._pods.get(uid)
         return None if state is None else state.pod
 
@@ -413,10 +413,10 @@ class Cache:
     def pod_count(self) -> int:
         return len(self._pods)
 
-    def pods(self) -> list[PodSpec]:
+    def pods(self) -> list[Pod]:
         return [state.pod for state in self._pods.values()]
 
-    def assumed_pods(self) -> list[PodSpec]:
+    def assumed_pods(self) -> list[Pod]:
         return [self._pods[uid].pod for uid in self._assumed]
 
     # -- other objects (handle.objects) --

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
@@ -369,12 +369,12 @@ def _pod_path(namespace: str, name: str, sub: str = "") -> str:
     return f"{path}/{sub}" if sub else path
 
 
-def _real_uid(pod: PodSpec) -> str | None:
+def _real_uid(pod: Pod) -> str | None:
     # parse_pod falls back to "ns/name" when the object has no uid (test objects); that is no UID.
     return pod.uid if pod.uid and "/" not in pod.uid else None
 
 
-def _pod_ref(pod: PodSpec) -> dict[str, Any]:
+def _pod_ref(pod: Pod) -> dict[str, Any]:
     ref: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
     if uid := _real_uid(pod):
         ref["uid"] = uid
@@ -383,7 +383,7 @@ def _pod_ref(pod: PodSpec) -> dict[str, Any]:
     return ref
 
 
-def _condition(pod: PodSpec, ctype: str) -> Mapping[str, Any] | None:
+def _condition(pod: Pod, ctype: str) -> Mapping[str, Any] | None:
     status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
     for cond in (status or {}).get("conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == ctype:
@@ -416,7 +416,7 @@ class KubeClusterClient:
 
     # --- binding ------------------------------------------------------------------------------
 
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         meta: dict[str, Any] = {"namespace": pod.namespace, "name": pod.name}
         if uid := _real_uid(pod):
             meta["uid"] = uid  # the apiserver checks it as a precondition: no binding a recreated pod
@@ -428,7 +428,7 @@ class KubeClusterClient:
         }
         await self.api.request("POST", _pod_path(pod.namespace, pod.name, "binding"), body=body)
 
-    async def bound_node(self, pod: PodSpec) -> str:
+    async def bound_node(self, pod: Pod) -> str:
         raw = await self.api.request("GET", _pod_path(pod.namespace, pod.name))
         meta = raw.get("metadata") or {}
         uid = _real_uid(pod)
@@ -438,12 +438,12 @@ class KubeClusterClient:
 
     # --- events and conditions ----------------------------------------------------------------
 
-    async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
+    async def record_scheduled(self, pod: Pod, node_name: str) -> None:
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         await self._event(pod, "Normal", "Scheduled", "Binding", note)
 
     async def record_failed(
-        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+        self, pod: Pod, reason: str, message: str, nominated_node: str | None = None
     ) -> None:
         await asyncio.gather(
             self._event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_message(message)),
@@ -451,7 +451,7 @@ class KubeClusterClient:
         )
 
     async def _set_scheduled_false(
-        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None
+        self, pod: Pod, reason: str, message: str, nominated_node: str | None
     ) -> None:
         """One status patch for the condition and the nomination, skipped when neither changes."""
         status: dict[str, Any] = {}
@@ -478,7 +478,7 @@ class KubeClusterClient:
 
     @staticmethod
     def _scheduled_false(
-        old: Mapping[str, Any] | None, pod: PodSpec, reason: str, message: str
+        old: Mapping[str, Any] | None, pod: Pod, reason: str, message: str
     ) -> dict[str, Any]:
         cond: dict[str, Any] = {
             "type": "PodScheduled",
@@ -495,7 +495,7 @@ class KubeClusterClient:
             cond["observedGeneration"] = pod.generation
         return cond
 
-    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+    async def set_nominated_node(self, pod: Pod, node_name: str) -> None:
         if pod.nominated_node_name == node_name:
             return
         try:
@@ -512,12 +512,12 @@ class KubeClusterClient:
 
     async def _event(
         self,
-        pod: PodSpec,
+        pod: Pod,
         type_: str,
         reason: str,
         action: str,
         note: str,
-        related: PodSpec | None = None,
+        related: Pod | None = None,
     ) -> None:
         key = (pod.uid, reason, action, note)
         now = self._clock()
@@ -577,7 +577,7 @@ class KubeClusterClient:
 
     # --- preemption ---------------------------------------------------------------------------
 
-    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
         """DisruptionTarget=True (PreemptionByScheduler), then delete, then a ``Preempted`` event."""
         message = message or f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
         old = _condition(victim, "DisruptionTarget")
@@ -618,7 +618,7 @@ class KubeClusterClient:
 
     # --- volumes ------------------------------------------------------------------------------
 
-    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+    async def bind_volumes(self, pod: Pod, claims: Sequence[tuple[str, str]]) -> None:
         """Dynamic claims get the selected-node annotation; static ones bind their PV's claimRef.
 
         ``pod.node_name`` is the node chosen (VolumeBinding's PreBind gets the assumed pod).

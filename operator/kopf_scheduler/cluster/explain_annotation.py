@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 from urllib.parse import quote
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cluster.client import ApiClient
 from kopf_scheduler.explain.annotation import ANNOTATION, fit_summary
 from kopf_scheduler.framework.client import ApiError
@@ -22,11 +22,11 @@ __all__ = ["annotator"]
 
 logger = logging.getLogger(__name__)
 
-Annotator = Callable[[str, PodSpec, FitError], Coroutine[Any, Any, None]]
+Annotator = Callable[[str, Pod, FitError], Coroutine[Any, Any, None]]
 
 
 def annotator(api: ApiClient) -> Annotator:
-    async def annotate(profile: str, pod: PodSpec, fit: FitError) -> None:
+    async def annotate(profile: str, pod: Pod, fit: FitError) -> None:
         value = fit_summary(fit, profile)
         if pod.annotations.get(ANNOTATION) == value:
             return

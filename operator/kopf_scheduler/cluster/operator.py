@@ -24,7 +24,7 @@ from typing import Any
 
 import kopf
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster import metrics
 from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
@@ -116,7 +116,7 @@ class InstrumentedClient(KubeClusterClient):
 
     first_bind_at: float | None = None  # time.monotonic() of the first successful bind
 
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         try:
             await super().bind(pod, node_name)
         except Conflict:
@@ -171,7 +171,7 @@ class SchedulerRuntime:
             self.leader = LeaderGate(self.api, options.peering, options.identity, priority)
         self.health = metrics.Health(stuck_after=options.stuck_after)
         self.health.checks["tasks"] = self._dead_task
-        self.pods: Informer[PodSpec] = Informer(
+        self.pods: Informer[Pod] = Informer(
             self.api,
             ResourceKind("Pod", "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR}),
             InformerHandlers(
@@ -182,7 +182,7 @@ class SchedulerRuntime:
                 invalid=self._invalid_pod,
             ),
         )
-        self.nodes: Informer[NodeSpec] = Informer(
+        self.nodes: Informer[Node] = Informer(
             self.api,
             ResourceKind("Node", "/api/v1/nodes"),
             InformerHandlers(
@@ -206,7 +206,7 @@ class SchedulerRuntime:
 
     # -- wiring --
 
-    def is_responsible(self, pod: PodSpec) -> bool:
+    def is_responsible(self, pod: Pod) -> bool:
         if self.options.namespaces and pod.namespace not in self.options.namespaces:
             return False
         return pod.scheduler_name in self.profiles
@@ -235,7 +235,7 @@ class SchedulerRuntime:
         self._invalid_reported.move_to_end(uid)
         while len(self._invalid_reported) > INVALID_REPORTED_MAX:
             self._invalid_reported.popitem(last=False)
-        pod = PodSpec(
+        pod = Pod(
             uid=uid,
             namespace=str(meta.get("namespace") or "default"),
             name=str(meta.get("name")),

@@ -27,7 +27,7 @@ from kopf_scheduler.framework.interface import Code, CycleState, Status, is_succ
 from kopf_scheduler.framework.runtime import FrameworkError
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.runtime import Framework
     from kopf_scheduler.scheduler import Scheduler
     from kopf_scheduler.simulate import Inputs
@@ -125,13 +125,13 @@ class World:
             if pod.key not in exclude:
                 handlers.add_pod(pod)
 
-    def find_pod(self, key: str) -> PodSpec:
+    def find_pod(self, key: str) -> Pod:
         for pod in [*self.inputs.pending, *self.inputs.running]:
             if pod.key == key:
                 return pod
         raise ExplainError(f"pod {key} not found")
 
-    def framework(self, pod: PodSpec, profile: str | None) -> Framework:
+    def framework(self, pod: Pod, profile: str | None) -> Framework:
         name = profile or pod.scheduler_name
         fw = self.profiles.get(name)
         if fw is None:
@@ -159,7 +159,7 @@ def explain(inputs: Inputs, pod_key: str, profile: str | None = None) -> Explana
     return _explain(world, fw, pod, target.nominated_node_name, notes)
 
 
-def _explain(world: World, fw: Framework, pod: PodSpec, nominated: str, notes: list[str]) -> Explanation:
+def _explain(world: World, fw: Framework, pod: Pod, nominated: str, notes: list[str]) -> Explanation:
     sched = world.scheduler
     sched.cache.update_snapshot(sched.snapshot)
     snapshot = sched.snapshot
@@ -222,7 +222,7 @@ def _explain(world: World, fw: Framework, pod: PodSpec, nominated: str, notes: l
 def _score(
     fw: Framework,
     state: CycleState,
-    pod: PodSpec,
+    pod: Pod,
     sched: Scheduler,
     rows: np.ndarray,
     nodes: dict[str, NodeExplanation],
@@ -250,7 +250,7 @@ def _score(
 def _per_plugin_filters(
     fw: Framework,
     state: CycleState,
-    pod: PodSpec,
+    pod: Pod,
     diagnosis: Diagnosis,
     nodes: dict[str, NodeExplanation],
     sched: Scheduler,

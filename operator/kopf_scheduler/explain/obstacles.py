@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.interface import Status
     from kopf_scheduler.framework.runtime import Framework
     from kopf_scheduler.framework.types import NodeInfo
@@ -45,7 +45,7 @@ def _amount(resource: str, value: int) -> str:
     return f"{value} {resource}"
 
 
-def _resources(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+def _resources(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
     from kopf_scheduler.plugins.node_resources_fit import fits_request
 
     plugin = fw.plugins.get("NodeResourcesFit")
@@ -78,7 +78,7 @@ def _resources(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> t
     return out or [status.message], gap
 
 
-def _taints(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+def _taints(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
     from kopf_scheduler.plugins.taint_toleration import find_untolerated_taint
 
     node = info.node
@@ -89,7 +89,7 @@ def _taints(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tupl
     return [f"taint {taint.key}{value}:{taint.effect} not tolerated"], 10.0
 
 
-def _affinity(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+def _affinity(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
     """Name the nodeSelector labels the node lacks; a required nodeAffinity is shown as the plugin says."""
     node = info.node
     labels = node.labels if node is not None else {}
@@ -99,7 +99,7 @@ def _affinity(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tu
     return [f"NodeAffinity: {status.message}"], 10.0
 
 
-def _cordoned(fw: Framework, pod: PodSpec, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+def _cordoned(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
     return ["node is cordoned (spec.unschedulable)"], 10.0
 
 
@@ -112,7 +112,7 @@ _TRANSLATORS: Mapping[str, Callable[[Any, Any, Any, Any], tuple[list[str], float
 
 
 def obstacles(
-    fw: Framework, pod: PodSpec, info: NodeInfo, verdicts: Mapping[str, Status | None]
+    fw: Framework, pod: Pod, info: NodeInfo, verdicts: Mapping[str, Status | None]
 ) -> tuple[list[str], float]:
     """("what is in the way" lines, distance) for one rejected node; distance orders closeness.
 

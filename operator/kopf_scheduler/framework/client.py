@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
 
 __all__ = ["ApiError", "ClusterClient", "Conflict", "NotFound", "TransientError"]
 
@@ -46,13 +46,13 @@ class NotFound(ApiError):
 
 @runtime_checkable
 class ClusterClient(Protocol):
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         """POST ``pods/binding`` once; raise Conflict, NotFound, TransientError or ApiError.
 
         No retry here: the retry policy is DefaultBinder's, as in the reference."""
         ...
 
-    async def bound_node(self, pod: PodSpec) -> str:
+    async def bound_node(self, pod: Pod) -> str:
         """The node this pod (this uid) is bound to now, "" if none; raise NotFound or ApiError.
 
         Read back after a bind whose outcome is unknown (its response lost, or a 409 that may be
@@ -60,12 +60,12 @@ class ClusterClient(Protocol):
         """
         ...
 
-    async def record_scheduled(self, pod: PodSpec, node_name: str) -> None:
+    async def record_scheduled(self, pod: Pod, node_name: str) -> None:
         """Normal ``Scheduled`` event: ``Successfully assigned ns/name to node``."""
         ...
 
     async def record_failed(
-        self, pod: PodSpec, reason: str, message: str, nominated_node: str | None = None
+        self, pod: Pod, reason: str, message: str, nominated_node: str | None = None
     ) -> None:
         """Warning ``FailedScheduling`` event and ``PodScheduled=False`` with reason and message;
         with ``nominated_node`` (``""`` clears) also ``status.nominatedNodeName``, in the same
@@ -77,14 +77,14 @@ class ClusterClient(Protocol):
         """
         ...
 
-    async def set_nominated_node(self, pod: PodSpec, node_name: str) -> None:
+    async def set_nominated_node(self, pod: Pod, node_name: str) -> None:
         """Set (or with "" clear) ``status.nominatedNodeName``."""
         ...
 
-    async def evict(self, victim: PodSpec, preemptor: PodSpec, message: str) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
         """Preemption: add the DisruptionTarget condition to the victim, then delete it."""
         ...
 
-    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+    async def bind_volumes(self, pod: Pod, claims: Sequence[tuple[str, str]]) -> None:
         """VolumeBinding's PreBind: ``(claim key ns/name, pv name or "" for dynamic provisioning)``."""
         ...

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from kopf_scheduler.framework.interface import Code, Status
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [
@@ -130,7 +130,7 @@ class Diagnosis:
 class FitError(Exception):
     """No node fits the pod; ``str()`` is the FailedScheduling message."""
 
-    def __init__(self, pod: PodSpec | None, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+    def __init__(self, pod: Pod | None, num_all_nodes: int, diagnosis: Diagnosis) -> None:
         super().__init__()
         self.pod = pod
         self.num_all_nodes = num_all_nodes

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import NodeSpec, PodSpec
+    from kopf_scheduler.api.objects import Node, Pod
 
 __all__ = [
     "EVENT_ASSIGNED_POD_ADD",
@@ -112,7 +112,7 @@ class QueueingHint(enum.IntEnum):
 
 
 # (pod waiting in the unschedulable pool, old object, new object) -> hint
-QueueingHintFn = Callable[["PodSpec", Any, Any], QueueingHint]
+QueueingHintFn = Callable[["Pod", Any, Any], QueueingHint]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +177,7 @@ def match_cluster_event(registered: ClusterEvent, incoming: ClusterEvent) -> boo
     return registered.matches(incoming)
 
 
-def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[ClusterEvent]:
+def pod_scheduling_properties_change(old: Pod, new: Pod) -> list[ClusterEvent]:
     """The events a pod update stands for (``framework.PodSchedulingPropertiesChange``)."""
     resource = EventResource.ASSIGNED_POD if new.node_name else EventResource.UNSCHEDULED_POD
     prefix = str(resource)
@@ -203,7 +203,7 @@ def pod_scheduling_properties_change(old: PodSpec, new: PodSpec) -> list[Cluster
     return events
 
 
-def _scaled_down(old: PodSpec, new: PodSpec) -> bool:
+def _scaled_down(old: Pod, new: Pod) -> bool:
     o, n = old.requests, new.requests
     pairs = [
         (o.milli_cpu, n.milli_cpu),
@@ -214,7 +214,7 @@ def _scaled_down(old: PodSpec, new: PodSpec) -> bool:
     return any(before > after for before, after in pairs if before)
 
 
-def _conditions(node: NodeSpec) -> dict[str, Any]:
+def _conditions(node: Node) -> dict[str, Any]:
     status = node.raw.get("status") if node.raw else None
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     out: dict[str, Any] = {}
@@ -224,12 +224,12 @@ def _conditions(node: NodeSpec) -> dict[str, Any]:
     return out
 
 
-def _annotations(node: NodeSpec) -> Any:
+def _annotations(node: Node) -> Any:
     meta = node.raw.get("metadata") if node.raw else None
     return meta.get("annotations") or {} if isinstance(meta, Mapping) else {}
 
 
-def node_scheduling_properties_change(old: NodeSpec, new: NodeSpec) -> list[ClusterEvent]:
+def node_scheduling_properties_change(old: Node, new: Node) -> list[ClusterEvent]:
     """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``).
 
     Labels are the reference's (resource + action, what queue_incoming_pods_total's ``event`` shows);

@@ -31,7 +31,7 @@ from kopf_scheduler.framework.events import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
     from kopf_scheduler.metrics.recorder import MetricsRecorder
@@ -205,7 +205,7 @@ class PreFilterResult:
 @dataclass(slots=True)
 class PostFilterResult:
     nominated_node_name: str = ""
-    victims: list[PodSpec] = field(default_factory=list)
+    victims: list[Pod] = field(default_factory=list)
 
 
 # --- the lister plugins see ---------------------------------------------------------------------
@@ -227,13 +227,13 @@ class NodeLister(Protocol):
 class PodNominator(Protocol):
     """Pods nominated to nodes by preemption (``framework.PodNominator``); the queue owns one."""
 
-    def add_nominated_pod(self, pod: PodSpec, node_name: str = "") -> None: ...
+    def add_nominated_pod(self, pod: Pod, node_name: str = "") -> None: ...
 
-    def delete_nominated_pod_if_exists(self, pod: PodSpec) -> None: ...
+    def delete_nominated_pod_if_exists(self, pod: Pod) -> None: ...
 
-    def update_nominated_pod(self, old: PodSpec, new: PodSpec) -> None: ...
+    def update_nominated_pod(self, old: Pod, new: Pod) -> None: ...
 
-    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]: ...
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
 
     def __len__(self) -> int:
         """How many pods are nominated (0 lets filtering skip the nominated-pods pass)."""
@@ -268,18 +268,18 @@ class Handle(Protocol):
     @property
     def metrics(self) -> MetricsRecorder: ...
 
-    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]: ...
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
 
     def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
     def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
     def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
 
@@ -300,7 +300,7 @@ class Plugin:
 class PreEnqueuePlugin(Protocol):
     name: str
 
-    def pre_enqueue(self, pod: PodSpec) -> Status | None: ...
+    def pre_enqueue(self, pod: Pod) -> Status | None: ...
 
 
 @runtime_checkable
@@ -322,7 +322,7 @@ class PreFilterPlugin(Protocol):
     name: str
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]: ...
 
 
@@ -330,11 +330,11 @@ class PreFilterExtensions(Protocol):
     """Optional on a PreFilter plugin, as ``add_pod``/``remove_pod`` methods (used by preemption)."""
 
     def add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
     def remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None: ...
 
 
@@ -342,14 +342,14 @@ class PreFilterExtensions(Protocol):
 class FilterPlugin(Protocol):
     name: str
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None: ...
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
 
 
 class VectorFilter(Protocol):
     """Optional: ``filter_vector(state, pod, snapshot, idx) -> bool mask over idx`` or None (use per-node)."""
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None: ...
 
 
@@ -358,7 +358,7 @@ class PostFilterPlugin(Protocol):
     name: str
 
     def post_filter(
-        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]: ...
 
 
@@ -378,27 +378,27 @@ class AsyncPreemptionPlugin(Protocol):
 class PreScorePlugin(Protocol):
     name: str
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None: ...
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None: ...
 
 
 @runtime_checkable
 class ScorePlugin(Protocol):
     name: str
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]: ...
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]: ...
 
 
 class ScoreExtensions(Protocol):
     """Optional on a Score plugin: ``normalize_score`` rescales the scores in place (numpy int64)."""
 
-    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None: ...
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None: ...
 
 
 class VectorScore(Protocol):
     """Optional: ``score_vector(state, pod, snapshot, idx) -> int64 scores over idx`` or None."""
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None: ...
 
 
@@ -406,16 +406,16 @@ class VectorScore(Protocol):
 class ReservePlugin(Protocol):
     name: str
 
-    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
 
-    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None: ...
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
 
 
 @runtime_checkable
 class PermitPlugin(Protocol):
     name: str
 
-    def permit(self, state: CycleState, pod: PodSpec, node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         """Return (status, timeout seconds); a Wait status parks the pod until allowed or timed out."""
         ...
 
@@ -424,7 +424,7 @@ class PermitPlugin(Protocol):
 class PreBindPlugin(Protocol):
     name: str
 
-    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
 
 
 @runtime_checkable
@@ -437,14 +437,14 @@ class PreBindPreFlightPlugin(Protocol):
 
     name: str
 
-    def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None: ...
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
 
 
 @runtime_checkable
 class BindPlugin(Protocol):
     name: str
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """Return a Skip status to let the next Bind plugin act."""
         ...
 
@@ -453,4 +453,4 @@ class BindPlugin(Protocol):
 class PostBindPlugin(Protocol):
     name: str
 
-    async def post_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> None: ...
+    async def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...

@@ -24,7 +24,7 @@ from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResult, Status
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
 
@@ -105,7 +105,7 @@ class Candidate:
     """A node where the preemptor fits once ``victims`` (most important first) are gone."""
 
     name: str
-    victims: list[PodSpec] = field(default_factory=list)
+    victims: list[Pod] = field(default_factory=list)
     num_pdb_violations: int = 0
 
 
@@ -115,12 +115,12 @@ class PreemptionPolicy(Protocol):
     def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]: ...
 
     def pod_eligible_to_preempt_others(
-        self, pod: PodSpec, nominated_node_status: Status | None
+        self, pod: Pod, nominated_node_status: Status | None
     ) -> tuple[bool, str]: ...
 
     def select_victims_on_node(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
-    ) -> tuple[list[PodSpec], int, Status | None]: ...
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
+    ) -> tuple[list[Pod], int, Status | None]: ...
 
     def ordered_score_funcs(
         self, candidates: Sequence[Candidate]
@@ -160,12 +160,12 @@ def _aggregate(errors: Sequence[str]) -> str:
     return "[" + ", ".join(errors) + "]"
 
 
-def pod_start_time(pod: PodSpec, now: float) -> float:
+def pod_start_time(pod: Pod, now: float) -> float:
     """``util.GetPodStartTime``: status.startTime, or now for pods that have not started."""
     return pod.start_time if pod.start_time else now
 
 
-def earliest_start_time_of_highest_priority(victims: Sequence[PodSpec], now: float) -> float:
+def earliest_start_time_of_highest_priority(victims: Sequence[Pod], now: float) -> float:
     """``util.GetEarliestPodStartTime``: earliest start among the highest-priority victims."""
     max_priority = victims[0].priority
     earliest = pod_start_time(victims[0], now)
@@ -233,7 +233,7 @@ class Evaluator:
         return self._handle
 
     def preempt(
-        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
         """Decide a nominated node and its victims.
 
@@ -278,7 +278,7 @@ class Evaluator:
     def find_candidates(
         self,
         state: CycleState,
-        pod: PodSpec,
+        pod: Pod,
         all_nodes: Sequence[NodeInfo],
         node_statuses: Mapping[str, Status],
     ) -> tuple[list[Candidate], dict[str, Status], list[str]]:
@@ -300,7 +300,7 @@ class Evaluator:
     def dry_run_preemption(
         self,
         state: CycleState,
-        pod: PodSpec,
+        pod: Pod,
         potential_nodes: Sequence[NodeInfo],
         pdbs: Sequence[PodDisruptionBudget],
         offset: int,
@@ -343,7 +343,7 @@ class Evaluator:
         return pick_one_node_for_preemption(candidates, self.policy.ordered_score_funcs(candidates))
 
 
-def lower_priority_nominated_pods(pods: Iterable[PodSpec], preemptor: PodSpec) -> list[PodSpec]:
+def lower_priority_nominated_pods(pods: Iterable[Pod], preemptor: Pod) -> list[Pod]:
     """Pods nominated to the chosen node with lower priority than the preemptor; their
     nomination should be cleared (the reference's ``getLowerPriorityNominatedPods``)."""
     return [p for p in pods if p.priority < preemptor.priority]

@@ -61,7 +61,7 @@ from kopf_scheduler.metrics.recorder import (
 )
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.interface import PodNominator
     from kopf_scheduler.framework.snapshot import Snapshot
@@ -215,7 +215,7 @@ def go_duration(seconds: float) -> str:
 class WaitingPod:
     """A pod parked by Permit until every waiting plugin allows it, one rejects it, or time runs out."""
 
-    def __init__(self, pod: PodSpec, timeouts: Mapping[str, float], clock: Callable[[], float]) -> None:
+    def __init__(self, pod: Pod, timeouts: Mapping[str, float], clock: Callable[[], float]) -> None:
         self.pod = pod
         self._clock = clock
         start = clock()
@@ -400,7 +400,7 @@ class Framework:
     def parallelism(self) -> int:
         return self._parallelism
 
-    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]:
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         if self._nominator is None:
             return []
         return self._nominator.nominated_pods_for_node(node_name)
@@ -440,7 +440,7 @@ class Framework:
 
     # -- PreEnqueue --
 
-    def run_pre_enqueue_plugins(self, pod: PodSpec) -> Status | None:
+    def run_pre_enqueue_plugins(self, pod: Pod) -> Status | None:
         for p in self.pre_enqueue_plugins:
             status = p.pre_enqueue(pod)
             if not is_success(status):
@@ -454,7 +454,7 @@ class Framework:
     # -- PreFilter --
 
     def run_pre_filter_plugins(
-        self, state: CycleState, pod: PodSpec
+        self, state: CycleState, pod: Pod
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         """Merged result, status, and the plugins that narrowed the node set."""
         start = _perf()
@@ -463,7 +463,7 @@ class Framework:
         return result, status, with_nodes
 
     def _run_pre_filter_plugins(
-        self, state: CycleState, pod: PodSpec
+        self, state: CycleState, pod: Pod
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         skip: set[str] = set()
         evals = self._evals_pre_filter
@@ -508,7 +508,7 @@ class Framework:
             state.skip_filter_plugins = skip
 
     def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
         skip = state.skip_filter_plugins
         for name, fn in self._pre_filter_extensions("add_pod"):
@@ -526,7 +526,7 @@ class Framework:
         return None
 
     def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
         skip = state.skip_filter_plugins
         for name, fn in self._pre_filter_extensions("remove_pod"):
@@ -560,14 +560,14 @@ class Framework:
 
     # -- Filter --
 
-    def _filter_status(self, p: Any, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def _filter_status(self, p: Any, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         status: Status | None = p.filter(state, pod, node_info)
         if is_success(status):
             return None
         assert status is not None
         return _filter_failure(p, status)
 
-    def run_filter_plugins(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def run_filter_plugins(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """First failing Filter plugin's status for one node, or None."""
         # Hot in preemption's dry run (once per victim per node): the success check is inlined.
         if state.record_plugin_metrics:
@@ -596,7 +596,7 @@ class Framework:
         return entries
 
     def _run_filter_plugins_timed(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None:
         """``run_filter_plugins`` in a cycle sampled for plugin_execution_duration_seconds."""
         skip = state.skip_filter_plugins
@@ -615,7 +615,7 @@ class Framework:
         return None
 
     def run_filter_plugins_each(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> dict[str, Status | None]:
         """Every (not skipped) Filter plugin's own verdict on one node, without stopping at the first
         failure: what ``explain`` shows. Same plugin calls as :meth:`run_filter_plugins`; a node
@@ -640,7 +640,7 @@ class Framework:
         return out
 
     def _add_ge_nominated_pods(
-        self, pod: PodSpec, state: CycleState, node_info: NodeInfo
+        self, pod: Pod, state: CycleState, node_info: NodeInfo
     ) -> tuple[bool, CycleState, NodeInfo]:
         nominated = self.nominated_pods_for_node(node_info.name)
         if not nominated:
@@ -661,7 +661,7 @@ class Framework:
         return True, state_out, info_out
 
     def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None:
         """Filters with higher/equal priority nominated pods added, then (if that passed) without."""
         nominator = self.nominator
@@ -676,7 +676,7 @@ class Framework:
             return status
         return self.run_filter_plugins(state, pod, node_info)
 
-    def _rows_with_nominated(self, rows: np.ndarray, pod: PodSpec) -> np.ndarray:
+    def _rows_with_nominated(self, rows: np.ndarray, pod: Pod) -> np.ndarray:
         """Mask of rows whose node has a nominated pod of priority >= pod's (two-pass nodes)."""
         mask = np.zeros(len(rows), dtype=bool)
         nominator = self.nominator
@@ -691,7 +691,7 @@ class Framework:
         return mask
 
     def find_feasible_rows(
-        self, state: CycleState, pod: PodSpec, rows: np.ndarray, num_to_find: int, diagnosis: Diagnosis
+        self, state: CycleState, pod: Pod, rows: np.ndarray, num_to_find: int, diagnosis: Diagnosis
     ) -> tuple[np.ndarray, int]:
         """Rows (in ``rows`` order) passing every Filter, stopping after ``num_to_find`` of them.
 
@@ -785,7 +785,7 @@ class Framework:
         return feasible, processed
 
     def _observe_filter_timings(
-        self, timings: list[_Timing] | None, state: CycleState, pod: PodSpec, idx: np.ndarray, cut: int
+        self, timings: list[_Timing] | None, state: CycleState, pod: Pod, idx: np.ndarray, cut: int
     ) -> None:
         """A sampled chunk's Filter durations for the rows the search processed (before ``cut``).
 
@@ -816,7 +816,7 @@ class Framework:
         self,
         diagnosis: Diagnosis,
         state: CycleState,
-        pod: PodSpec,
+        pod: Pod,
         idx: np.ndarray,
         cut: int,
         eager: list[tuple[int, Status]],
@@ -862,7 +862,7 @@ class Framework:
     # -- PostFilter --
 
     def run_post_filter_plugins(
-        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
         start = _perf()
         result, status = self._run_post_filter_plugins(state, pod, node_statuses)
@@ -870,7 +870,7 @@ class Framework:
         return result, status
 
     def _run_post_filter_plugins(
-        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
         result: PostFilterResult | None = None
         reasons: list[str] = []
@@ -904,7 +904,7 @@ class Framework:
     # -- Score --
 
     def run_pre_score_plugins(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
         start = _perf()
         status = self._run_pre_score_plugins(state, pod, nodes)
@@ -912,7 +912,7 @@ class Framework:
         return status
 
     def _run_pre_score_plugins(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> Status | None:
         skip: set[str] = set()
         evals = self._evals_pre_score
@@ -939,7 +939,7 @@ class Framework:
     def run_score_plugins(
         self,
         state: CycleState,
-        pod: PodSpec,
+        pod: Pod,
         rows: np.ndarray,
         nodes: Sequence[NodeInfo],
         raw: dict[str, np.ndarray] | None = None,
@@ -960,7 +960,7 @@ class Framework:
     def _run_score_plugins(
         self,
         state: CycleState,
-        pod: PodSpec,
+        pod: Pod,
         rows: np.ndarray,
         nodes: Sequence[NodeInfo],
         raw: dict[str, np.ndarray] | None,
@@ -1030,13 +1030,13 @@ class Framework:
 
     # -- Reserve / Permit --
 
-    def run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def run_reserve_plugins_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         start = _perf()
         status = self._run_reserve_plugins_reserve(state, pod, node_name)
         self._observe(RESERVE, status, start)
         return status
 
-    def _run_reserve_plugins_reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def _run_reserve_plugins_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.reserve_plugins:
             if state.record_plugin_metrics:
                 t0 = _perf()
@@ -1051,7 +1051,7 @@ class Framework:
                 return _as_error(status, f"running Reserve plugin {go_quote(p.name)}")
         return None
 
-    def run_reserve_plugins_unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+    def run_reserve_plugins_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Unreserve in reverse order; a failing plugin must not stop the others from cleaning up."""
         start = _perf()
         for p in reversed(self.reserve_plugins):
@@ -1064,13 +1064,13 @@ class Framework:
                 self._metrics.plugin_duration(p.name, UNRESERVE, SUCCESS, _perf() - t0)
         self._observe(UNRESERVE, None, start)
 
-    def run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def run_permit_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         start = _perf()
         status = self._run_permit_plugins(state, pod, node_name)
         self._observe(PERMIT, status, start)
         return status
 
-    def _run_permit_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def _run_permit_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         waits: dict[str, float] = {}
         for p in self.permit_plugins:
             t0 = _perf()
@@ -1092,10 +1092,10 @@ class Framework:
             return Status(Code.WAIT, msg)
         return None
 
-    def will_wait_on_permit(self, pod: PodSpec) -> bool:
+    def will_wait_on_permit(self, pod: Pod) -> bool:
         return pod.uid in self.waiting_pods
 
-    async def wait_on_permit(self, pod: PodSpec) -> Status | None:
+    async def wait_on_permit(self, pod: Pod) -> Status | None:
         wp = self.waiting_pods.get(pod.uid)
         if wp is None:
             return None
@@ -1127,7 +1127,7 @@ class Framework:
 
     # -- binding --
 
-    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None (Success) when some PreBind plugin will act, Skip when none will, Error on a failure
         (``RunPreBindPreFlights``); plugins without a pre-flight do not count."""
         result: Status | None = Status(Code.SKIP)
@@ -1151,13 +1151,13 @@ class Framework:
                 )
         return result
 
-    async def run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def run_pre_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         start = _perf()
         status = await self._run_pre_bind_plugins(state, pod, node_name)
         self._observe(PRE_BIND, status, start)
         return status
 
-    async def _run_pre_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def _run_pre_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:
             t0 = _perf()
             status = await _binding_call(p.pre_bind(state, pod, node_name))
@@ -1167,14 +1167,14 @@ class Framework:
                 return _binding_failure(status, p.name, "PreBind")
         return None
 
-    async def run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def run_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """Bind plugins in order until one does not Skip; exceptions (Conflict, ...) become Error."""
         start = _perf()
         status = await self._run_bind_plugins(state, pod, node_name)
         self._observe(BIND, status, start)
         return status
 
-    async def _run_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def _run_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         status: Status | None = Status(Code.SKIP)
         for p in self.bind_plugins:
             t0 = _perf()
@@ -1189,7 +1189,7 @@ class Framework:
             return _binding_failure(status, p.name, "Bind")
         return status
 
-    async def run_post_bind_plugins(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+    async def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:
         start = _perf()
         for p in self.post_bind_plugins:
             t0 = _perf()

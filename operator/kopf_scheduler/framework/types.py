@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import HostPort, Resource
 
 __all__ = ["HostPortInfo", "ImageState", "NodeInfo", "QueuedPodInfo", "next_generation"]
@@ -79,10 +79,10 @@ class ImageState:
 class NodeInfo:
     """A node and the pods on it (bound or assumed), with their aggregates kept up to date."""
 
-    node: NodeSpec | None = None
-    pods: list[PodSpec] = field(default_factory=list)
-    pods_with_affinity: list[PodSpec] = field(default_factory=list)
-    pods_with_required_anti_affinity: list[PodSpec] = field(default_factory=list)
+    node: Node | None = None
+    pods: list[Pod] = field(default_factory=list)
+    pods_with_affinity: list[Pod] = field(default_factory=list)
+    pods_with_required_anti_affinity: list[Pod] = field(default_factory=list)
     used_ports: HostPortInfo = field(default_factory=HostPortInfo)
     requested: Resource = field(default_factory=Resource)
     non_zero_requested: Resource = field(default_factory=Resource)
@@ -104,12 +104,12 @@ class NodeInfo:
     def name(self) -> str:
         return self.node.name if self.node else ""
 
-    def set_node(self, node: NodeSpec) -> None:
+    def set_node(self, node: Node) -> None:
         self.node = node
         self.allocatable = node.allocatable
         self._bump()
 
-    def add_pod(self, pod: PodSpec) -> None:
+    def add_pod(self, pod: Pod) -> None:
         self.pods.append(pod)
         if pod.has_pod_affinity_terms:
             self.pods_with_affinity.append(pod)
@@ -117,7 +117,7 @@ class NodeInfo:
             self.pods_with_required_anti_affinity.append(pod)
         self._update(pod, +1)
 
-    def remove_pod(self, pod: PodSpec) -> bool:
+    def remove_pod(self, pod: Pod) -> bool:
         """Remove by UID; False when the pod is not here."""
         for i, existing in enumerate(self.pods):
             if existing.uid == pod.uid:
@@ -134,7 +134,7 @@ class NodeInfo:
                 return True
         return False
 
-    def _update(self, pod: PodSpec, sign: int) -> None:
+    def _update(self, pod: Pod, sign: int) -> None:
         if sign > 0:
             self.requested.add(pod.requests)
             for port in pod.host_ports:
@@ -173,7 +173,7 @@ class NodeInfo:
         )
 
 
-def _pvc_names(pod: PodSpec) -> Iterable[str]:
+def _pvc_names(pod: Pod) -> Iterable[str]:
     for vol in pod.volumes:
         claim = vol.get("persistentVolumeClaim")
         if isinstance(claim, dict) and claim.get("claimName"):
@@ -184,7 +184,7 @@ def _pvc_names(pod: PodSpec) -> Iterable[str]:
 class QueuedPodInfo:
     """A pod in the queue plus what the queue knows of its past attempts."""
 
-    pod: PodSpec
+    pod: Pod
     timestamp: float = 0.0
     initial_attempt_timestamp: float | None = None
     attempts: int = 0

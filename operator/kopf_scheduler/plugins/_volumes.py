@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec, parse_label_selector, parse_node_selector
+from kopf_scheduler.api.objects import Pod, parse_label_selector, parse_node_selector
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 from kopf_scheduler.api.types import LabelSelector, NodeSelector, ObjectError
 
@@ -127,7 +127,7 @@ def storage_capacity(pv: Mapping[str, Any]) -> Fraction:
     return quantity((spec(pv).get("capacity") or {}).get("storage"))
 
 
-def claim_of_volume(pod: PodSpec, volume: Mapping[str, Any]) -> tuple[str, bool] | None:
+def claim_of_volume(pod: Pod, volume: Mapping[str, Any]) -> tuple[str, bool] | None:
     """(claim name, is generic ephemeral) of a pod volume, or None for a volume without a claim."""
     pvc = volume.get("persistentVolumeClaim")
     if isinstance(pvc, Mapping):
@@ -138,7 +138,7 @@ def claim_of_volume(pod: PodSpec, volume: Mapping[str, Any]) -> tuple[str, bool]
     return None
 
 
-def pvc_claim_names(pod: PodSpec) -> list[str]:
+def pvc_claim_names(pod: Pod) -> list[str]:
     """The claims a pod names in ``persistentVolumeClaim`` volumes (generic ephemeral ones not)."""
     names = []
     for vol in pod.volumes:
@@ -148,7 +148,7 @@ def pvc_claim_names(pod: PodSpec) -> list[str]:
     return names
 
 
-def pod_uses_claim(pod: PodSpec, pvc: Any, *, ephemeral: bool) -> bool:
+def pod_uses_claim(pod: Pod, pvc: Any, *, ephemeral: bool) -> bool:
     """Whether a PVC event concerns this pod: the claim is in its namespace and one of its volumes
     names it (``ephemeral``: generic ephemeral volumes' claims count too, as for VolumeBinding
     and NodeVolumeLimits; VolumeRestrictions and VolumeZone look at claim names only)."""
@@ -163,7 +163,7 @@ def pod_uses_claim(pod: PodSpec, pvc: Any, *, ephemeral: bool) -> bool:
     return False
 
 
-def volume_is_for_pod(pod: PodSpec, pvc: Mapping[str, Any]) -> str | None:
+def volume_is_for_pod(pod: Pod, pvc: Mapping[str, Any]) -> str | None:
     """``ephemeral.VolumeIsForPod``: an error message unless the pod controls the claim."""
     pvc_meta = meta(pvc)
     owned = False

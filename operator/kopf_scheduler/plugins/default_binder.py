@@ -15,7 +15,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.client import ApiError, TransientError
 from kopf_scheduler.framework.interface import CycleState, Plugin, Status
 
@@ -38,7 +38,7 @@ class DefaultBinder(Plugin):
     sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
     rng: random.Random = random.Random()
 
-    async def bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         client = self.handle.client if self.handle is not None else None
         if client is None:
             return Status.as_error(RuntimeError("DefaultBinder: the framework handle has no cluster client"))

@@ -38,7 +38,7 @@ from kopf_scheduler.framework.preemption import (
 )
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
 
@@ -52,9 +52,9 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
 
 # (node info, victim, preemptor) -> may the victim be preempted, on top of the priority rule
-IsEligiblePodFunc = Callable[["NodeInfo", "PodSpec", "PodSpec"], bool]
+IsEligiblePodFunc = Callable[["NodeInfo", "Pod", "Pod"], bool]
 # (a, b) -> is a more important than b (b is preempted first)
-MoreImportantPodFunc = Callable[["PodSpec", "PodSpec"], bool]
+MoreImportantPodFunc = Callable[["Pod", "Pod"], bool]
 
 
 class DefaultPreemptionArgs(BaseModel):
@@ -113,8 +113,8 @@ class PdbIndex:
 
 
 def filter_pods_with_pdb_violation(
-    pods: Sequence[PodSpec], pdbs: Sequence[PodDisruptionBudget], index: PdbIndex | None = None
-) -> tuple[list[PodSpec], list[PodSpec]]:
+    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], index: PdbIndex | None = None
+) -> tuple[list[Pod], list[Pod]]:
     """Split pods (order kept) into those whose eviction would exceed a PDB's budget and the rest.
 
     Budgets are spent in the given order, so with one disruption allowed the second matching pod
@@ -126,8 +126,8 @@ def filter_pods_with_pdb_violation(
     by_label, unindexed = index.by_label, index.unindexed
     # Only PDBs a pod matches spend budget: track the ones touched instead of copying them all.
     spent: dict[int, int] = {}
-    violating: list[PodSpec] = []
-    non_violating: list[PodSpec] = []
+    violating: list[Pod] = []
+    non_violating: list[Pod] = []
     for pod in pods:
         violated = False
         if pod.labels and (by_label or unindexed):  # a pod without labels matches no PDB
@@ -152,7 +152,7 @@ def filter_pods_with_pdb_violation(
     return violating, non_violating
 
 
-def _terminating_by_preemption(pod: PodSpec) -> bool:
+def _terminating_by_preemption(pod: Pod) -> bool:
     """Deleting, with the DisruptionTarget condition the scheduler sets when it preempts."""
     if not pod.deletion_timestamp:
         return False
@@ -192,7 +192,7 @@ class DefaultPreemption(Plugin):
     # -- extension points --
 
     def post_filter(
-        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
         result, status = self.evaluator.preempt(state, pod, node_statuses)
         if status is not None and status.message:
@@ -200,7 +200,7 @@ class DefaultPreemption(Plugin):
             return result, prefixed.with_plugin(NAME)
         return result, status
 
-    def pre_enqueue(self, pod: PodSpec) -> Status | None:
+    def pre_enqueue(self, pod: Pod) -> Status | None:
         if pod.uid in self._preempting:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_PREEMPTION)
         return None
@@ -234,7 +234,7 @@ class DefaultPreemption(Plugin):
         return self.rng.randrange(num_nodes), self.calculate_num_candidates(num_nodes)
 
     def pod_eligible_to_preempt_others(
-        self, pod: PodSpec, nominated_node_status: Status | None
+        self, pod: Pod, nominated_node_status: Status | None
     ) -> tuple[bool, str]:
         if pod.preemption_policy == PREEMPT_NEVER:
             return False, NOT_ELIGIBLE_NEVER
@@ -255,19 +255,19 @@ class DefaultPreemption(Plugin):
         return True, ""
 
     def select_victims_on_node(
-        self, state: CycleState, pod: PodSpec, node_info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
-    ) -> tuple[list[PodSpec], int, Status | None]:
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, pdbs: Sequence[PodDisruptionBudget]
+    ) -> tuple[list[Pod], int, Status | None]:
         """Remove every lower-priority pod, check the pod fits, then re-add (reprieve) as many
         as still fit: PDB-violating ones first, each group most important first."""
         handle = self._handle()
 
-        def remove(victim: PodSpec) -> None:
+        def remove(victim: Pod) -> None:
             node_info.remove_pod(victim)
             status = handle.run_pre_filter_extension_remove_pod(state, pod, victim, node_info)
             if status is not None and not status.is_success():
                 raise _PreemptionError(status)
 
-        def add(victim: PodSpec) -> None:
+        def add(victim: Pod) -> None:
             node_info.add_pod(victim)
             status = handle.run_pre_filter_extension_add_pod(state, pod, victim, node_info)
             if status is not None and not status.is_success():
@@ -288,9 +288,9 @@ class DefaultPreemption(Plugin):
             if index is None or index.pdbs is not pdbs:
                 index = self._pdb_index = PdbIndex(pdbs)
             violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs, index)
-            victims: list[PodSpec] = []
+            victims: list[Pod] = []
 
-            def reprieve(victim: PodSpec) -> bool:
+            def reprieve(victim: Pod) -> bool:
                 add(victim)
                 fits = handle.run_filter_plugins_with_nominated_pods(state, pod, node_info)
                 if fits is not None and not fits.is_success():
@@ -318,17 +318,17 @@ class DefaultPreemption(Plugin):
             raise RuntimeError("DefaultPreemption needs a framework handle")
         return self.handle
 
-    def _is_preemption_allowed(self, node_info: NodeInfo, victim: PodSpec, preemptor: PodSpec) -> bool:
+    def _is_preemption_allowed(self, node_info: NodeInfo, victim: Pod, preemptor: Pod) -> bool:
         if victim.priority >= preemptor.priority:
             return False
         return self.is_eligible_pod is None or self.is_eligible_pod(node_info, victim, preemptor)
 
-    def _sort_by_importance(self, pods: Sequence[PodSpec]) -> list[PodSpec]:
+    def _sort_by_importance(self, pods: Sequence[Pod]) -> list[Pod]:
         """Most important first (stable): priority descending, then longest running."""
         custom = self.more_important_pod
         if custom is not None:
 
-            def cmp(a: PodSpec, b: PodSpec) -> int:
+            def cmp(a: Pod, b: Pod) -> int:
                 return -1 if custom(a, b) else (1 if custom(b, a) else 0)
 
             return sorted(pods, key=functools.cmp_to_key(cmp))
@@ -336,5 +336,5 @@ class DefaultPreemption(Plugin):
         return sorted(pods, key=lambda p: (-p.priority, pod_start_time(p, now)))
 
 
-def _queue_skip(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+def _queue_skip(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE_SKIP

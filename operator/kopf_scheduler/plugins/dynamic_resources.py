@@ -30,7 +30,7 @@ from kopf_scheduler.framework.interface import (
 )
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = ["STATE_KEY", "STATE_NOT_FOUND", "DynamicResources"]
@@ -52,19 +52,19 @@ class DynamicResources(Plugin):
     name = "DynamicResources"
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         state.write(STATE_KEY, _StateData())
         return None, Status(Code.SKIP)
 
     def post_filter(
-        self, state: CycleState, pod: PodSpec, node_statuses: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
         if state.get(STATE_KEY) is None:
             return None, Status(Code.ERROR, STATE_NOT_FOUND)
         return None, Status(Code.UNSCHEDULABLE)  # no claims to deallocate: let preemption try
 
-    def score(self, state: CycleState, pod: PodSpec, node: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         # The reference has no PreScore to skip Score: it runs for every pod and node, and a pod
         # without claims scores 0 (its -v=10 log lists DynamicResources with 0 on every node).
         if state.get(STATE_KEY) is None:
@@ -72,16 +72,16 @@ class DynamicResources(Plugin):
         return 0, None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: object, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: object, idx: np.ndarray
     ) -> np.ndarray | None:
         if state.get(STATE_KEY) is None:
             return None  # the per-node path reports the error
         return np.zeros(len(idx), dtype=np.int64)
 
-    def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         if state.get(STATE_KEY) is None:
             return Status(Code.ERROR, STATE_NOT_FOUND)
         return Status(Code.SKIP)  # no claims to write in PreBind
 
-    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec
+from kopf_scheduler.api.objects import Node
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class NodeMaskMemo:
         self._entries: OrderedDict[Hashable, tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
         self._limit = limit
 
-    def mask(self, snapshot: Snapshot, signature: Hashable, pred: Callable[[NodeSpec], bool]) -> np.ndarray:
+    def mask(self, snapshot: Snapshot, signature: Hashable, pred: Callable[[Node], bool]) -> np.ndarray:
         """The predicate for every row (False where the row has no Node object); do not modify it."""
         gens = snapshot.row_generation
         infos = snapshot.node_infos

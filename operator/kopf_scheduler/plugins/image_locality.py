@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Plugin, Status
 from kopf_scheduler.framework.types import ImageState, NodeInfo
 
@@ -59,7 +59,7 @@ def calculate_priority_vector(sums: np.ndarray, num_containers: int) -> np.ndarr
     return np.where((num >= 0) == (den > 0), q, -q).astype(np.int64)
 
 
-def _container_images(pod: PodSpec) -> tuple[list[str], int]:
+def _container_images(pod: Pod) -> tuple[list[str], int]:
     """Images of init and regular containers and of image volumes, and how many there are
     (images may be empty); image volumes count like containers since 1.33's ImageVolume."""
     spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
@@ -88,7 +88,7 @@ class ImageLocality(Plugin):
     def _total_nodes(self) -> int:
         return len(self.handle.snapshot.list()) if self.handle is not None else 0
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         total = self._total_nodes()
         images, count = _container_images(pod)
         total_score = 0
@@ -101,7 +101,7 @@ class ImageLocality(Plugin):
         return calculate_priority(total_score, count), None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None:
         """Only rows whose node holds one of the pod's images get a non-constant sum, so the work is
         per (pod image, node having it) from the snapshot's image index, not per node."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_affinity
+from kopf_scheduler.api.objects import Node, Pod, parse_affinity
 from kopf_scheduler.api.types import (
     NodeAffinity as NodeAffinitySpec,
 )
@@ -146,11 +146,11 @@ class RequiredNodeAffinity:
     required: NodeSelector | None
 
     @classmethod
-    def of(cls, pod: PodSpec) -> RequiredNodeAffinity:
+    def of(cls, pod: Pod) -> RequiredNodeAffinity:
         aff = pod.affinity.node_affinity if pod.affinity else None
         return cls(tuple(pod.node_selector.items()), aff.required if aff else None)
 
-    def match(self, node: NodeSpec) -> bool:
+    def match(self, node: Node) -> bool:
         labels = node.labels
         for key, value in self.selector:
             if labels.get(key) != value:
@@ -158,12 +158,12 @@ class RequiredNodeAffinity:
         return self.required is None or self.required.matches(node.name, labels)
 
 
-def preferred_score(terms: Sequence[PreferredSchedulingTerm], node: NodeSpec) -> int:
+def preferred_score(terms: Sequence[PreferredSchedulingTerm], node: Node) -> int:
     """Sum of the weights of the preferred terms the node matches (weight 0 terms are dropped)."""
     return sum(t.weight for t in terms if t.weight != 0 and t.term.matches(node.name, node.labels))
 
 
-def _preferred_of(pod: PodSpec) -> tuple[PreferredSchedulingTerm, ...]:
+def _preferred_of(pod: Pod) -> tuple[PreferredSchedulingTerm, ...]:
     aff = pod.affinity.node_affinity if pod.affinity else None
     return aff.preferred if aff else ()
 
@@ -201,7 +201,7 @@ class NodeAffinity(Plugin):
     # -- PreFilter / Filter --
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         aff = pod.affinity.node_affinity if pod.affinity else None
         required = aff.required if aff else None
@@ -226,7 +226,7 @@ class NodeAffinity(Plugin):
             return PreFilterResult(node_names), None
         return None, None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node
         if node is None:
             return Status.as_error(LookupError("node not found"))
@@ -241,7 +241,7 @@ class NodeAffinity(Plugin):
         return None
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         """``filter`` for many rows: per node and affinity, memoised (it reads the Node alone).
 
@@ -252,7 +252,7 @@ class NodeAffinity(Plugin):
         required = s.required if isinstance(s, _PreFilterState) else RequiredNodeAffinity.of(pod)
         added = self.added_node_selector
 
-        def passes(node: NodeSpec) -> bool:
+        def passes(node: Node) -> bool:
             if added is not None and not added.matches(node.name, node.labels):
                 return False
             return required.match(node)
@@ -262,14 +262,14 @@ class NodeAffinity(Plugin):
 
     # -- PreScore / Score --
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         preferred = _preferred_of(pod)
         if not preferred and not self.added_pref_terms:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
         return None
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         node = node_info.node
         if node is None:
             return 0, Status.as_error(LookupError("node not found"))
@@ -280,7 +280,7 @@ class NodeAffinity(Plugin):
             count += preferred_score(preferred, node)
         return count, None
 
-    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None:
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
         default_normalize_score(scores, reverse=False)
         return None
 
@@ -294,8 +294,8 @@ class NodeAffinity(Plugin):
             )
         ]
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, NodeSpec):
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
             return QueueingHint.QUEUE
         if self.added_node_selector is not None and not self.added_node_selector.matches(
             new.name, new.labels
@@ -304,7 +304,7 @@ class NodeAffinity(Plugin):
         required = RequiredNodeAffinity.of(pod)
         if not required.match(new):
             return QueueingHint.QUEUE_SKIP
-        if not isinstance(old, NodeSpec):
+        if not isinstance(old, Node):
             return QueueingHint.QUEUE
         if not required.match(old):
             return QueueingHint.QUEUE

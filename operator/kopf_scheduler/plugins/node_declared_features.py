@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -67,7 +67,7 @@ def _containers(spec: Mapping[str, Any], groups: Sequence[str]) -> Iterable[Mapp
             yield from (c for c in containers if isinstance(c, Mapping))
 
 
-def infer_pod_features(pod: PodSpec) -> frozenset[str]:
+def infer_pod_features(pod: Pod) -> frozenset[str]:
     """Features the pod's spec requires of its node (``InferForPodScheduling``)."""
     spec = pod.raw.get("spec") if pod.raw else None
     if not isinstance(spec, Mapping):
@@ -126,7 +126,7 @@ class NodeDeclaredFeatures(Plugin):
     name = NAME
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         required = infer_pod_features(pod)
         if not required:
@@ -134,7 +134,7 @@ class NodeDeclaredFeatures(Plugin):
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(required))
         return None, None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, _PreFilterState):
             return Status.as_error(
@@ -158,16 +158,16 @@ class NodeDeclaredFeatures(Plugin):
             ),
         ]
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, NodeSpec):
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
             return QueueingHint.QUEUE
-        if isinstance(old, NodeSpec) and old.declared_features == new.declared_features:
+        if isinstance(old, Node) and old.declared_features == new.declared_features:
             return QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE
 
-    def is_schedulable_after_pod_update(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_pod_update(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         # Registered for the target pod only: other pods' updates never concern this plugin.
-        if not isinstance(new, PodSpec) or not isinstance(old, PodSpec):
+        if not isinstance(new, Pod) or not isinstance(old, Pod):
             return QueueingHint.QUEUE
         if new.uid != pod.uid:
             return QueueingHint.QUEUE_SKIP

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -28,7 +28,7 @@ __all__ = ["NodeName", "fits"]
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-def fits(pod: PodSpec, node_info: NodeInfo) -> bool:
+def fits(pod: Pod, node_info: NodeInfo) -> bool:
     return not pod.node_name or pod.node_name == node_info.name
 
 
@@ -38,19 +38,19 @@ class NodeName(Plugin):
     name = "NodeName"
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if pod.node_name:
             return PreFilterResult({pod.node_name}), None
         return None, None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if node_info.node is None:
             return Status.as_error(LookupError("node not found"))
         return None if fits(pod, node_info) else Status.unresolvable(ERR_REASON)
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         if not pod.node_name:
             return np.ones(len(idx), dtype=bool)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.types import HostPort
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -47,14 +47,14 @@ class NodePorts(Plugin):
     name = NAME
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.host_ports:
             return None, Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod.host_ports))
         return None, None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, _PreFilterState):
             return Status.as_error(KeyError(f'reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found'))
@@ -72,8 +72,8 @@ class NodePorts(Plugin):
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
         ]
 
-    def is_schedulable_after_pod_deleted(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(old, PodSpec):
+    def is_schedulable_after_pod_deleted(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(old, Pod):
             return QueueingHint.QUEUE
         if not old.node_name and not old.nominated_node_name:
             return QueueingHint.QUEUE_SKIP

@@ -5,7 +5,7 @@ where ``b = (1 - std(fractions)) * 100`` over the configured resources, from the
 requests (not the non-zero defaults), with and without the pod. So a node the pod balances beats
 one that is merely already balanced. Best-effort pods skip (so they do not all pile onto the same
 node). The pod's requests are its status-aware ones with pod-level resources, as the NodeInfo
-accounting uses (``PodSpec.requests``).
+accounting uses (``Pod.requests``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import Code, CycleState, Handle, Plugin, Status
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.resource_allocation import (
@@ -86,21 +86,21 @@ class NodeResourcesBalancedAllocation(Plugin):
             args.resources, balanced_score, balanced_score_vector, use_requested=True
         )
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         requests = self.scorer.pod_requests(pod)
         if not any(requests):
             return Status(Code.SKIP)  # best-effort pod
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(requests))
         return None
 
-    def _pod_requests(self, state: CycleState, pod: PodSpec) -> list[int]:
+    def _pod_requests(self, state: CycleState, pod: Pod) -> list[int]:
         s = state.get(PRE_SCORE_STATE_KEY)
         return s.pod_requests if isinstance(s, _PreScoreState) else self.scorer.pod_requests(pod)
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return self.scorer.score(node_info, self._pod_requests(state, pod)), None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         return self.scorer.score_rows(snapshot, idx, self._pod_requests(state, pod))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import Resource
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -244,12 +244,12 @@ def fits_request(
     return out
 
 
-def fits(pod: PodSpec, info: NodeInfo) -> list[InsufficientResource]:
+def fits(pod: Pod, info: NodeInfo) -> list[InsufficientResource]:
     """``Fits``: no ignored resources (used by queueing hints and other components)."""
     return fits_request(pod.filter_requests, info)
 
 
-def _node_info_of(node: NodeSpec) -> NodeInfo:
+def _node_info_of(node: Node) -> NodeInfo:
     info = NodeInfo()
     info.set_node(node)
     return info
@@ -305,7 +305,7 @@ class NodeResourcesFit(Plugin):
     # -- PreFilter / Filter --
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         # Spec requests with pod-level resources (``computePodResourceRequest``), not the
         # status-aware ones the pod would count for once on a node.
@@ -316,7 +316,7 @@ class NodeResourcesFit(Plugin):
         s = state.get(PRE_FILTER_STATE_KEY)
         return s.request if isinstance(s, _PreFilterState) else None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         request = self._request(state)
         if request is None:
             return Status.as_error(
@@ -333,7 +333,7 @@ class NodeResourcesFit(Plugin):
         return Status(code, *(r.reason for r in insufficient))
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         request = self._request(state)
         if request is None:
@@ -365,7 +365,7 @@ class NodeResourcesFit(Plugin):
         return ok if rows is None else ok[rows]
 
     def filter_statuses(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, rows: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray
     ) -> list[Status] | None:
         """``filter``'s statuses for rejected rows, computed column-wise; one Status per distinct
         outcome, shared by its rows (statuses are read-only once reported).
@@ -422,19 +422,19 @@ class NodeResourcesFit(Plugin):
 
     # -- PreScore / Score --
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(self.scorer.pod_requests(pod)))
         return None
 
-    def _pod_requests(self, state: CycleState, pod: PodSpec) -> list[int]:
+    def _pod_requests(self, state: CycleState, pod: Pod) -> list[int]:
         s = state.get(PRE_SCORE_STATE_KEY)
         return s.pod_requests if isinstance(s, _PreScoreState) else self.scorer.pod_requests(pod)
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return self.scorer.score(node_info, self._pod_requests(state, pod)), None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         return self.scorer.score_rows(snapshot, idx, self._pod_requests(state, pod))
 
@@ -454,32 +454,32 @@ class NodeResourcesFit(Plugin):
             ),
         ]
 
-    def is_schedulable_after_pod_event(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         if new is None:
-            if isinstance(old, PodSpec) and not old.node_name and not old.nominated_node_name:
+            if isinstance(old, Pod) and not old.node_name and not old.nominated_node_name:
                 return QueueingHint.QUEUE_SKIP  # an unscheduled pod's deletion frees nothing
             return QueueingHint.QUEUE
         if not self.enable_in_place_pod_vertical_scaling:
             return QueueingHint.QUEUE_SKIP
-        if not isinstance(old, PodSpec) or not isinstance(new, PodSpec):
+        if not isinstance(old, Pod) or not isinstance(new, Pod):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE if _scaled_down_for(pod, old, new) else QueueingHint.QUEUE_SKIP
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, NodeSpec):
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
             return QueueingHint.QUEUE_SKIP if new is None else QueueingHint.QUEUE
         if fits(pod, _node_info_of(new)):
             return QueueingHint.QUEUE_SKIP  # still too small
         if old is None:
             return QueueingHint.QUEUE
-        if not isinstance(old, NodeSpec):
+        if not isinstance(old, Node):
             return QueueingHint.QUEUE
         return (
             QueueingHint.QUEUE if _requested_resources_increased(pod, old, new) else QueueingHint.QUEUE_SKIP
         )
 
 
-def _scaled_down_for(target: PodSpec, old: PodSpec, new: PodSpec) -> bool:
+def _scaled_down_for(target: Pod, old: Pod, new: Pod) -> bool:
     """Did a resource the target pod requests shrink on an assigned pod (or is it the target itself)?"""
     if new.uid == target.uid:
         return True
@@ -498,7 +498,7 @@ def _scaled_down_for(target: PodSpec, old: PodSpec, new: PodSpec) -> bool:
     )
 
 
-def _requested_resources_increased(pod: PodSpec, old: NodeSpec, new: NodeSpec) -> bool:
+def _requested_resources_increased(pod: Pod, old: Node, new: Node) -> bool:
     """``haveAnyRequestedResourcesIncreased``."""
     req, a, b = pod.filter_requests, old.allocatable, new.allocatable
     if b.allowed_pod_number > a.allowed_pod_number:

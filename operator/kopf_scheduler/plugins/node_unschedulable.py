@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import NO_SCHEDULE, Taint
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -31,7 +31,7 @@ ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 
 
-def tolerates_unschedulable(pod: PodSpec) -> bool:
+def tolerates_unschedulable(pod: Pod) -> bool:
     return any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations)
 
 
@@ -40,7 +40,7 @@ class NodeUnschedulable(Plugin):
 
     name = "NodeUnschedulable"
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node
         if node is None:
             return Status.unresolvable(ERR_REASON_UNKNOWN_CONDITION)
@@ -49,7 +49,7 @@ class NodeUnschedulable(Plugin):
         return Status.unresolvable(ERR_REASON_UNSCHEDULABLE)
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         if tolerates_unschedulable(pod):
             return np.ones(len(idx), dtype=bool)
@@ -68,16 +68,16 @@ class NodeUnschedulable(Plugin):
             ),
         ]
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, NodeSpec):
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
             return QueueingHint.QUEUE
-        was_schedulable = isinstance(old, NodeSpec) and not old.unschedulable
+        was_schedulable = isinstance(old, Node) and not old.unschedulable
         if not was_schedulable and not new.unschedulable:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
-    def is_schedulable_after_pod_toleration_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_pod_toleration_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         # Tolerations can only be added, so tolerating now is enough to retry.
-        if isinstance(new, PodSpec) and new.uid == pod.uid and tolerates_unschedulable(new):
+        if isinstance(new, Pod) and new.uid == pod.uid and tolerates_unschedulable(new):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -174,9 +174,9 @@ class NodeVolumeLimits(Plugin):
         ]
 
     @staticmethod
-    def _after_pod_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        deleted = old if isinstance(old, PodSpec) else new
-        if not isinstance(deleted, PodSpec) or not deleted.volumes:
+    def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        deleted = old if isinstance(old, Pod) else new
+        if not isinstance(deleted, Pod) or not deleted.volumes:
             return QueueingHint.QUEUE_SKIP
         if not deleted.node_name and not deleted.nominated_node_name:
             return QueueingHint.QUEUE_SKIP
@@ -186,7 +186,7 @@ class NodeVolumeLimits(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_csi_node_updated(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_csi_node_updated(pod: Pod, old: Any, new: Any) -> QueueingHint:
         """Queue only when some driver's attach limit grew (a new driver counts from 0)."""
         old_limits: dict[str, int] = {}
         for d in spec(old).get("drivers") or ():
@@ -200,7 +200,7 @@ class NodeVolumeLimits(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_volume_attachment_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_volume_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
         attacher = str(spec(old if old is not None else new).get("attacher") or "")
         for vol in pod.volumes:
             if isinstance(vol.get("persistentVolumeClaim"), Mapping):
@@ -211,13 +211,13 @@ class NodeVolumeLimits(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pvc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     # -- PreFilter / Filter --
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         for vol in pod.volumes:
             if claim_of_volume(pod, vol) is not None or _inline_driver(vol) is not None:
@@ -258,7 +258,7 @@ class NodeVolumeLimits(Plugin):
             return True
         return driver in _csi_node_drivers(csi_node)
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if not pod.volumes:
             return None
         node = node_info.node
@@ -303,7 +303,7 @@ class NodeVolumeLimits(Plugin):
         return None
 
     def _filter_attachable_volumes(
-        self, pod: PodSpec, csi_node: Mapping[str, Any] | None, new_pod: bool, result: dict[str, str]
+        self, pod: Pod, csi_node: Mapping[str, Any] | None, new_pod: bool, result: dict[str, str]
     ) -> str | None:
         """Add ``unique name -> limit key`` for the pod's CSI volumes; an error message on failure.
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_topology_spread
+from kopf_scheduler.api.objects import Node, Pod, parse_topology_spread
 from kopf_scheduler.api.types import TopologySpreadConstraint
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -227,7 +227,7 @@ class PodTopologySpread(Plugin):
     # -- helpers --
 
     def _vector_snapshot(
-        self, pod: PodSpec, constraints: Sequence[SpreadConstraint], nodes: Sequence[NodeInfo] | None = None
+        self, pod: Pod, constraints: Sequence[SpreadConstraint], nodes: Sequence[NodeInfo] | None = None
     ) -> Any:
         """The handle's snapshot when every row with the constraints' keys is included for this pod
         (so inclusion needs no per-node check) and ``nodes`` are its rows; else None (walk)."""
@@ -282,7 +282,7 @@ class PodTopologySpread(Plugin):
     def _all_nodes(self, fallback: Sequence[NodeInfo]) -> Sequence[NodeInfo]:
         return self.handle.snapshot.list() if self.handle is not None else fallback
 
-    def _constraints(self, pod: PodSpec, action: str) -> list[SpreadConstraint]:
+    def _constraints(self, pod: Pod, action: str) -> list[SpreadConstraint]:
         """The pod's own constraints of ``action``, or the default ones with a deduced selector."""
         if pod.topology_spread_constraints:
             return filter_constraints(pod.topology_spread_constraints, pod.labels, action)
@@ -316,7 +316,7 @@ class PodTopologySpread(Plugin):
     # -- PreFilter --
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         if not constraints:
@@ -355,17 +355,17 @@ class PodTopologySpread(Plugin):
         return None, None
 
     def add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
         return self._update_with_pod(state, pod_to_add, pod, node_info.node, 1)
 
     def remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
         return self._update_with_pod(state, pod_to_remove, pod, node_info.node, -1)
 
     def _update_with_pod(
-        self, state: CycleState, updated: PodSpec, preemptor: PodSpec, node: NodeSpec | None, delta: int
+        self, state: CycleState, updated: Pod, preemptor: Pod, node: Node | None, delta: int
     ) -> Status | None:
         s = state.get(PRE_FILTER_KEY)
         if not isinstance(s, PreFilterState):
@@ -392,7 +392,7 @@ class PodTopologySpread(Plugin):
         except KeyError:
             return None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         s = self._state(state, PRE_FILTER_KEY)
         if not isinstance(s, PreFilterState):
             return Status.as_error(RuntimeError(f'reading "{PRE_FILTER_KEY}" from cycleState: not found'))
@@ -410,7 +410,7 @@ class PodTopologySpread(Plugin):
         return None
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None:
         s = self._state(state, PRE_FILTER_KEY)
         if not isinstance(s, PreFilterState):
@@ -427,7 +427,7 @@ class PodTopologySpread(Plugin):
 
     # -- Score --
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         all_nodes = self._all_nodes(nodes)
         if not all_nodes:
             return Status(Code.SKIP)
@@ -483,7 +483,7 @@ class PodTopologySpread(Plugin):
     def _pre_score_vector(
         self,
         s: PreScoreState,
-        pod: PodSpec,
+        pod: Pod,
         nodes: Sequence[NodeInfo],
         constraints: list[SpreadConstraint],
         require_all: bool,
@@ -527,7 +527,7 @@ class PodTopologySpread(Plugin):
         s.topology_value_to_pod_counts = domains
         return True
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         s = self._state(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
             return 0, Status.as_error(RuntimeError(f'reading "{PRE_SCORE_KEY}" from cycleState: not found'))
@@ -549,7 +549,7 @@ class PodTopologySpread(Plugin):
         return go_round(total), None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None:
         s = self._state(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
@@ -582,7 +582,7 @@ class PodTopologySpread(Plugin):
             out[ignored] = 0
         return out
 
-    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None:
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
         s = self._state(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
             return Status.as_error(RuntimeError(f'reading "{PRE_SCORE_KEY}" from cycleState: not found'))
@@ -622,8 +622,8 @@ class PodTopologySpread(Plugin):
             ),
         ]
 
-    def is_schedulable_after_pod_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        def involved(incoming: PodSpec) -> bool:
+    def is_schedulable_after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        def involved(incoming: Pod) -> bool:
             return incoming.uid == pod.uid or (
                 bool(incoming.node_name) and incoming.namespace == pod.namespace
             )
@@ -648,7 +648,7 @@ class PodTopologySpread(Plugin):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         old_match = old is not None and node_labels_match_constraints(old.labels, constraints)
         new_match = new is not None and node_labels_match_constraints(new.labels, constraints)

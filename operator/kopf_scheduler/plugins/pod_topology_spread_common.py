@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_label_selector
+from kopf_scheduler.api.objects import Node, Pod, parse_label_selector
 from kopf_scheduler.api.types import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -60,14 +60,14 @@ T = TypeVar("T")
 class _Columns:
     __slots__ = ("codes", "gens", "layout", "nodeless", "nodes")
 
-    def __init__(self, nodes: list[NodeSpec | None], layout: int = 0, gens: np.ndarray | None = None) -> None:
+    def __init__(self, nodes: list[Node | None], layout: int = 0, gens: np.ndarray | None = None) -> None:
         self.nodes = nodes
         self.layout = layout
         self.gens = gens
         self.codes: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
         self.nodeless = {i for i, node in enumerate(nodes) if node is None}
 
-    def set_node(self, i: int, node: NodeSpec | None) -> None:
+    def set_node(self, i: int, node: Node | None) -> None:
         """Row i now holds ``node``: recode it in every key computed so far (new values get new codes)."""
         self.nodes[i] = node
         if node is None:
@@ -332,7 +332,7 @@ class TallyStore:
 # --- node inclusion ---------------------------------------------------------------------------------
 
 
-def required_node_affinity_matches(pod: PodSpec, node: NodeSpec) -> bool:
+def required_node_affinity_matches(pod: Pod, node: Node) -> bool:
     """``nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)``: nodeSelector and required terms."""
     labels = node.labels
     for key, value in pod.node_selector.items():
@@ -344,7 +344,7 @@ def required_node_affinity_matches(pod: PodSpec, node: NodeSpec) -> bool:
     return True
 
 
-def untolerated_do_not_schedule_taint(pod: PodSpec, node: NodeSpec) -> bool:
+def untolerated_do_not_schedule_taint(pod: Pod, node: Node) -> bool:
     """Whether the node has a NoSchedule/NoExecute taint none of the pod's tolerations tolerate."""
     for taint in node.taints:
         if taint.effect not in (NO_SCHEDULE, NO_EXECUTE):
@@ -371,7 +371,7 @@ class SpreadConstraint:
     def matches(self, labels: Mapping[str, str]) -> bool:
         return self.selector is not None and self.selector.matches(labels)
 
-    def includes_node(self, pod: PodSpec, node: NodeSpec, affinity_ok: bool | None = None) -> bool:
+    def includes_node(self, pod: Pod, node: Node, affinity_ok: bool | None = None) -> bool:
         """``matchNodeInclusionPolicies``; ``affinity_ok`` may carry a precomputed affinity match."""
         if self.node_affinity_policy == "Honor":
             ok = required_node_affinity_matches(pod, node) if affinity_ok is None else affinity_ok
@@ -418,7 +418,7 @@ def node_labels_match_constraints(labels: Mapping[str, str], constraints: Sequen
     return all(c.topology_key in labels for c in constraints)
 
 
-def count_pods_match_selector(pods: Iterable[PodSpec], selector: LabelSelector | None, namespace: str) -> int:
+def count_pods_match_selector(pods: Iterable[Pod], selector: LabelSelector | None, namespace: str) -> int:
     """Matching pods in ``namespace``, skipping terminating ones; an empty selector counts none."""
     if selector is None or selector.is_empty():
         return 0
@@ -444,14 +444,14 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def _controller_of(pod: PodSpec) -> Mapping[str, Any] | None:
+def _controller_of(pod: Pod) -> Mapping[str, Any] | None:
     for ref in pod.owner_references:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
             return ref
     return None
 
 
-def default_selector(pod: PodSpec, objects: Mapping[str, Mapping[str, Any]]) -> LabelSelector:
+def default_selector(pod: Pod, objects: Mapping[str, Mapping[str, Any]]) -> LabelSelector:
     """Selector from the Services selecting the pod and its controlling RC/ReplicaSet/StatefulSet."""
     label_set: dict[str, str] = {}
     for key, svc in objects.get("Service", {}).items():

@@ -23,7 +23,7 @@ from kopf_scheduler.framework.interface import MAX_NODE_SCORE
 from kopf_scheduler.framework.snapshot import BASE_COLUMNS
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
@@ -409,7 +409,7 @@ class ResourceAllocationScorer:
         self.vector = vector
         self.use_requested = use_requested
 
-    def pod_requests(self, pod: PodSpec) -> list[int]:
+    def pod_requests(self, pod: Pod) -> list[int]:
         """``calculatePodResourceRequestList``.
 
         BalancedAllocation (``use_requested``) reads the status-aware requests with pod-level

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -24,7 +24,7 @@ class SchedulingGates(Plugin):
 
     name = "SchedulingGates"
 
-    def pre_enqueue(self, pod: PodSpec) -> Status | None:
+    def pre_enqueue(self, pod: Pod) -> Status | None:
         if not pod.scheduling_gates:
             return None
         # Go's %v of a []string: "[a b]".
@@ -38,8 +38,8 @@ class SchedulingGates(Plugin):
             )
         ]
 
-    def is_schedulable_after_gates_eliminated(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_gates_eliminated(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         # Only the pod's own gates matter to it.
-        if isinstance(new, PodSpec) and new.uid != pod.uid:
+        if isinstance(new, Pod) and new.uid != pod.uid:
             return QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE

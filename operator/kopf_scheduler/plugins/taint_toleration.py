@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint, Toleration
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -49,7 +49,7 @@ def find_untolerated_taint(taints: Sequence[Taint], tolerations: Sequence[Tolera
     return None
 
 
-def prefer_no_schedule_tolerations(pod: PodSpec) -> tuple[Toleration, ...]:
+def prefer_no_schedule_tolerations(pod: Pod) -> tuple[Toleration, ...]:
     return tuple(t for t in pod.tolerations if not t.effect or t.effect == PREFER_NO_SCHEDULE)
 
 
@@ -76,7 +76,7 @@ class TaintToleration(Plugin):
 
     # -- Filter --
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node
         if node is None:
             return Status.as_error(LookupError("invalid nodeInfo"))
@@ -86,7 +86,7 @@ class TaintToleration(Plugin):
         return Status.unresolvable(ERR_REASON_UNTOLERATED)
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         hard = snapshot.arrays.has_hard_taints[idx]
         mask: np.ndarray = ~hard
@@ -99,22 +99,22 @@ class TaintToleration(Plugin):
 
     # -- Score --
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(prefer_no_schedule_tolerations(pod)))
         return None
 
-    def _tolerations(self, state: CycleState, pod: PodSpec) -> tuple[Toleration, ...]:
+    def _tolerations(self, state: CycleState, pod: Pod) -> tuple[Toleration, ...]:
         s = state.get(PRE_SCORE_STATE_KEY)
         return s.tolerations if isinstance(s, _PreScoreState) else prefer_no_schedule_tolerations(pod)
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         node = node_info.node
         if node is None:
             return 0, Status.as_error(LookupError("invalid nodeInfo"))
         return count_intolerable_prefer_no_schedule(node.taints, self._tolerations(state, pod)), None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Snapshot, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         counts = snapshot.arrays.prefer_no_schedule_taints[idx].astype(np.int64)
         tolerations = self._tolerations(state, pod)
@@ -125,7 +125,7 @@ class TaintToleration(Plugin):
                 counts[j] = count_intolerable_prefer_no_schedule(node.taints, tolerations) if node else 0
         return counts
 
-    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None:
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
         default_normalize_score(scores, reverse=True)
         return None
 
@@ -143,18 +143,18 @@ class TaintToleration(Plugin):
             ),
         ]
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if not isinstance(new, NodeSpec):
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, Node):
             return QueueingHint.QUEUE
         was_untolerated = True
-        if isinstance(old, NodeSpec):
+        if isinstance(old, Node):
             was_untolerated = find_untolerated_taint(old.taints, pod.tolerations) is not None
         is_untolerated = find_untolerated_taint(new.taints, pod.tolerations) is not None
         if was_untolerated and not is_untolerated:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
-    def is_schedulable_after_pod_toleration_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, PodSpec) and new.uid == pod.uid:
+    def is_schedulable_after_pod_toleration_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, Pod) and new.uid == pod.uid:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

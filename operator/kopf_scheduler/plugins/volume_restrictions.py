@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -52,7 +52,7 @@ class _PreFilterState:
     def clone(self) -> _PreFilterState:
         return _PreFilterState(self.rwop_claims, self.conflicting_ref_count)
 
-    def update_with_pod(self, pod: PodSpec, multiplier: int) -> None:
+    def update_with_pod(self, pod: Pod, multiplier: int) -> None:
         self.conflicting_ref_count += multiplier * sum(
             1 for name in pvc_claim_names(pod) if name in self.rwop_claims
         )
@@ -71,7 +71,7 @@ def _same_unless_read_only(a: Mapping[str, Any], b: Mapping[str, Any], key: str)
     return a.get(key) == b.get(key) and not (a.get("readOnly") and b.get("readOnly"))
 
 
-def _is_volume_conflict(volume: Mapping[str, Any], pod: PodSpec) -> bool:
+def _is_volume_conflict(volume: Mapping[str, Any], pod: Pod) -> bool:
     """Does ``volume`` (of the incoming pod) clash with any volume of ``pod``?"""
     gce = _source(volume, "gcePersistentDisk")
     ebs = _source(volume, "awsElasticBlockStore")
@@ -100,7 +100,7 @@ def _is_volume_conflict(volume: Mapping[str, Any], pod: PodSpec) -> bool:
     return False
 
 
-def _satisfy_volume_conflicts(pod: PodSpec, pods: Iterable[PodSpec]) -> bool:
+def _satisfy_volume_conflicts(pod: Pod, pods: Iterable[Pod]) -> bool:
     restricted = [v for v in pod.volumes if _needs_restrictions_check(v)]
     if not restricted:
         return True
@@ -111,7 +111,7 @@ def _satisfy_volume_conflicts(pod: PodSpec, pods: Iterable[PodSpec]) -> bool:
 class VolumeRestrictions(Plugin):
     name = "VolumeRestrictions"
 
-    def _rwop_claims(self, pod: PodSpec) -> tuple[frozenset[str], str | None]:
+    def _rwop_claims(self, pod: Pod) -> tuple[frozenset[str], str | None]:
         claims = self.handle.objects.get("PersistentVolumeClaim", {}) if self.handle is not None else {}
         names: set[str] = set()
         for claim_name in pvc_claim_names(pod):
@@ -129,7 +129,7 @@ class VolumeRestrictions(Plugin):
         return any(key in info.pvc_ref_counts for info in self.handle.snapshot.list())
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         needs_check = any(_needs_restrictions_check(v) for v in pod.volumes)
         rwop, err = self._rwop_claims(pod)
@@ -142,7 +142,7 @@ class VolumeRestrictions(Plugin):
         return None, None
 
     def add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, _PreFilterState):
@@ -151,7 +151,7 @@ class VolumeRestrictions(Plugin):
         return None
 
     def remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, _PreFilterState):
@@ -159,7 +159,7 @@ class VolumeRestrictions(Plugin):
         s.update_with_pod(pod_to_remove, -1)
         return None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if not _satisfy_volume_conflicts(pod, node_info.pods):
             return Status.unschedulable(ERR_REASON_DISK_CONFLICT)
         s = state.get(PRE_FILTER_STATE_KEY)
@@ -179,13 +179,13 @@ class VolumeRestrictions(Plugin):
         ]
 
     @staticmethod
-    def _after_pvc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=False) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pod_deleted(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        deleted = old if isinstance(old, PodSpec) else new
-        if not isinstance(deleted, PodSpec) or deleted.namespace != pod.namespace:
+    def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        deleted = old if isinstance(old, Pod) else new
+        if not isinstance(deleted, Pod) or deleted.namespace != pod.namespace:
             return QueueingHint.QUEUE_SKIP
         if not _satisfy_volume_conflicts(pod, [deleted]):
             return QueueingHint.QUEUE

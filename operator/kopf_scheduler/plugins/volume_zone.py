@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -78,7 +78,7 @@ def _label_zones_to_set(value: str) -> frozenset[str] | None:
 class VolumeZone(Plugin):
     name = "VolumeZone"
 
-    def _pv_topologies(self, pod: PodSpec) -> tuple[tuple[_PVTopology, ...], Status | None]:
+    def _pv_topologies(self, pod: Pod) -> tuple[tuple[_PVTopology, ...], Status | None]:
         objects: Mapping[str, Mapping[str, Any]] = self.handle.objects if self.handle is not None else {}
         claims = objects.get("PersistentVolumeClaim", {})
         out: list[_PVTopology] = []
@@ -116,7 +116,7 @@ class VolumeZone(Plugin):
         return tuple(out), None
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         topologies, status = self._pv_topologies(pod)
         if status is not None:
@@ -126,7 +126,7 @@ class VolumeZone(Plugin):
         state.write(PRE_FILTER_STATE_KEY, _StateData(topologies))
         return None, None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if not pod.volumes:
             return None
         data = state.get(PRE_FILTER_STATE_KEY)
@@ -165,17 +165,17 @@ class VolumeZone(Plugin):
         ]
 
     @staticmethod
-    def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=False) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_sc_added(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_sc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if isinstance(new, Mapping) and new.get("volumeBindingMode") == "WaitForFirstConsumer":
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pv_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_pv_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if old is None:
             return QueueingHint.QUEUE
         old_labels, new_labels = labels(old), labels(new)

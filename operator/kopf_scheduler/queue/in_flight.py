@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.events import ClusterEvent
 
 __all__ = ["InFlight", "InFlightEvent"]
@@ -35,7 +35,7 @@ class InFlight:
 
     def __init__(self) -> None:
         self._start: dict[str, int] = {}
-        self._latest: dict[str, PodSpec] = {}
+        self._latest: dict[str, Pod] = {}
         self._deleted: set[str] = set()
         self._events: deque[InFlightEvent] = deque()
         self._event_seq = 0
@@ -49,17 +49,17 @@ class InFlight:
     def uids(self) -> list[str]:
         return list(self._start)
 
-    def start(self, pod: PodSpec) -> None:
+    def start(self, pod: Pod) -> None:
         """``pod`` was popped: it sees events recorded from now on."""
         self._start[pod.uid] = self._event_seq
         self._latest[pod.uid] = pod
         self._deleted.discard(pod.uid)
 
-    def update(self, pod: PodSpec) -> None:
+    def update(self, pod: Pod) -> None:
         """A newer version of an in-flight pod (it is requeued with it)."""
         self._latest[pod.uid] = pod
 
-    def latest(self, uid: str) -> PodSpec | None:
+    def latest(self, uid: str) -> Pod | None:
         return self._latest.get(uid)
 
     def mark_deleted(self, uid: str) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kopf_scheduler.api.objects import PodSpec
+    from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
     from kopf_scheduler.framework.interface import PodNominator, PreEnqueuePlugin
     from kopf_scheduler.framework.types import QueuedPodInfo
@@ -21,9 +21,9 @@ __all__ = ["HintsMap", "LessFn", "PreEnqueueCheck", "PreEnqueueFn", "SchedulingQ
 # plugin name -> the events it registered (with their hints)
 HintsMap = Mapping[str, "Sequence[ClusterEventWithHint]"]
 # a pod -> its profile's PreEnqueue plugins
-PreEnqueueFn = Callable[["PodSpec"], "Sequence[PreEnqueuePlugin]"]
+PreEnqueueFn = Callable[["Pod"], "Sequence[PreEnqueuePlugin]"]
 # which pool pods an event may move at all (e.g. lower-priority ones after a nomination changes)
-PreEnqueueCheck = Callable[["PodSpec"], bool]
+PreEnqueueCheck = Callable[["Pod"], bool]
 LessFn = Callable[["QueuedPodInfo", "QueuedPodInfo"], bool]
 
 
@@ -42,7 +42,7 @@ class SchedulingQueue(Protocol):
 
     def set_hints(
         self,
-        hints: HintsMap | Callable[[PodSpec], HintsMap],
+        hints: HintsMap | Callable[[Pod], HintsMap],
         all_profiles: Iterable[HintsMap] | None = None,
     ) -> None: ...
 
@@ -50,11 +50,11 @@ class SchedulingQueue(Protocol):
 
     # -- unscheduled pods from the event handlers --
 
-    def add(self, pod: PodSpec) -> None: ...
+    def add(self, pod: Pod) -> None: ...
 
-    def update(self, old: PodSpec, new: PodSpec) -> None: ...
+    def update(self, old: Pod, new: Pod) -> None: ...
 
-    def delete(self, pod: PodSpec) -> None: ...
+    def delete(self, pod: Pod) -> None: ...
 
     def is_known(self, uid: str) -> bool: ...
 
@@ -80,7 +80,7 @@ class SchedulingQueue(Protocol):
 
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, scheduling_cycle: int) -> None: ...
 
-    def activate(self, pods: Iterable[PodSpec] | Mapping[str, PodSpec]) -> None: ...
+    def activate(self, pods: Iterable[Pod] | Mapping[str, Pod]) -> None: ...
 
     async def run_flushers(self) -> None: ...
 

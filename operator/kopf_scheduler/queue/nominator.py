@@ -6,17 +6,17 @@ so the nominator must always hold the latest version of the pod and forget it on
 
 from __future__ import annotations
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 
 __all__ = ["Nominator"]
 
 
 class Nominator:
     def __init__(self) -> None:
-        self._by_node: dict[str, list[PodSpec]] = {}
+        self._by_node: dict[str, list[Pod]] = {}
         self._node_of: dict[str, str] = {}
 
-    def add_nominated_pod(self, pod: PodSpec, node_name: str = "") -> None:
+    def add_nominated_pod(self, pod: Pod, node_name: str = "") -> None:
         """Nominate ``pod`` to ``node_name`` (or to its ``status.nominatedNodeName`` when empty).
 
         Any previous nomination is dropped first, as in the reference; a pod already bound is
@@ -30,7 +30,7 @@ class Nominator:
         pods = self._by_node.setdefault(node, [])
         pods.append(pod)
 
-    def delete_nominated_pod_if_exists(self, pod: PodSpec) -> None:
+    def delete_nominated_pod_if_exists(self, pod: Pod) -> None:
         node = self._node_of.pop(pod.uid, None)
         if node is None:
             return
@@ -39,7 +39,7 @@ class Nominator:
         if not self._by_node[node]:
             del self._by_node[node]
 
-    def update_nominated_pod(self, old: PodSpec, new: PodSpec) -> None:
+    def update_nominated_pod(self, old: Pod, new: Pod) -> None:
         """Keep a nomination across an update that does not itself carry it.
 
         The reference keeps the in-memory nomination only when neither version carries a
@@ -51,7 +51,7 @@ class Nominator:
             node = self._node_of.get(old.uid, "")
         self.add_nominated_pod(new, node)
 
-    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]:
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         return list(self._by_node.get(node_name, ()))
 
     def nominated_node_of(self, uid: str) -> str:

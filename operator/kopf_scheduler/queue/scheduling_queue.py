@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.events import (
     EVENT_FORCE_ACTIVATE,
     EVENT_UNSCHEDULABLE_TIMEOUT,
@@ -118,7 +118,7 @@ class PriorityQueue:
         max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
         max_unschedulable_duration: float = DEFAULT_MAX_UNSCHEDULABLE_DURATION,
         pre_enqueue: PreEnqueueFn | None = None,
-        hints: HintsMap | Callable[[PodSpec], HintsMap] | None = None,
+        hints: HintsMap | Callable[[Pod], HintsMap] | None = None,
         *,
         nominator: Nominator | None = None,
         pop_from_backoff: bool = True,
@@ -130,7 +130,7 @@ class PriorityQueue:
         self.max_backoff = max_backoff
         self.max_unschedulable_duration = max_unschedulable_duration
         self.pre_enqueue = pre_enqueue
-        self.hints: HintsMap | Callable[[PodSpec], HintsMap] = hints if hints is not None else {}
+        self.hints: HintsMap | Callable[[Pod], HintsMap] = hints if hints is not None else {}
         self._all_hints: list[HintsMap] | None = None
         self.nominator = nominator if nominator is not None else Nominator()
         self.pop_from_backoff = pop_from_backoff
@@ -156,7 +156,7 @@ class PriorityQueue:
 
     def set_hints(
         self,
-        hints: HintsMap | Callable[[PodSpec], HintsMap],
+        hints: HintsMap | Callable[[Pod], HintsMap],
         all_profiles: Iterable[HintsMap] | None = None,
     ) -> None:
         """``all_profiles`` (every profile's map) lets a callable ``hints`` still skip events that
@@ -262,7 +262,7 @@ class PriorityQueue:
     def _broadcast(self) -> None:
         self._wakeup.set()
 
-    def _new_qpi(self, pod: PodSpec) -> QueuedPodInfo:
+    def _new_qpi(self, pod: Pod) -> QueuedPodInfo:
         return QueuedPodInfo(pod=pod, timestamp=self.clock())
 
     def _move_to_active(
@@ -313,7 +313,7 @@ class PriorityQueue:
 
     # -- adding and removing --
 
-    def add(self, pod: PodSpec) -> None:
+    def add(self, pod: Pod) -> None:
         """A new unscheduled pod. A pod already known is treated as an update (after a re-list)."""
         existing = self.get(pod.uid)
         if existing is not None:
@@ -325,7 +325,7 @@ class PriorityQueue:
         if self._move_to_active(self._new_qpi(pod), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
 
-    def update(self, old: PodSpec, new: PodSpec) -> None:
+    def update(self, old: Pod, new: Pod) -> None:
         """An update of an unscheduled pod; may lift a gate or make a rejected pod schedulable."""
         uid = new.uid
         events = pod_scheduling_properties_change(old, new)
@@ -361,7 +361,7 @@ class PriorityQueue:
         if self._move_to_active(self._new_qpi(new), EVENT_UNSCHEDULED_POD_ADD.label):
             self._broadcast()
 
-    def delete(self, pod: PodSpec) -> None:
+    def delete(self, pod: Pod) -> None:
         """The pod is gone or bound elsewhere; an in-flight pod will not be requeued."""
         self.nominator.delete_nominated_pod_if_exists(pod)
         uid = pod.uid
@@ -371,7 +371,7 @@ class PriorityQueue:
         if uid in self._in_flight:
             self._in_flight.mark_deleted(uid)
 
-    def activate(self, pods: Iterable[PodSpec] | Mapping[str, PodSpec]) -> None:
+    def activate(self, pods: Iterable[Pod] | Mapping[str, Pod]) -> None:
         """Move pods waiting in backoffQ or the pool to activeQ right away (``Activate``)."""
         items = pods.values() if isinstance(pods, Mapping) else pods
         activated = False
@@ -509,7 +509,7 @@ class PriorityQueue:
 
     # -- moving on cluster events --
 
-    def _hints_for(self, pod: PodSpec) -> HintsMap:
+    def _hints_for(self, pod: Pod) -> HintsMap:
         hints = self.hints
         return hints(pod) if callable(hints) else hints
 
@@ -558,7 +558,7 @@ class PriorityQueue:
         if not rejectors:
             return QueueingStrategy.AFTER_BACKOFF
         if is_wildcard(event):
-            if new is not None and (not isinstance(new, PodSpec) or new.uid != qpi.uid):
+            if new is not None and (not isinstance(new, Pod) or new.uid != qpi.uid):
                 return QueueingStrategy.SKIP  # a wildcard aimed at another pod
             return QueueingStrategy.AFTER_BACKOFF
         hints = self._hints_for(qpi.pod)
@@ -686,7 +686,7 @@ class PriorityQueue:
         return None
 
     def __contains__(self, uid: object) -> bool:
-        if isinstance(uid, PodSpec):
+        if isinstance(uid, Pod):
             uid = uid.uid
         return isinstance(uid, str) and self._has(uid)
 
@@ -702,16 +702,16 @@ class PriorityQueue:
             "gated": gated,
         }
 
-    def active_pods(self) -> list[PodSpec]:
+    def active_pods(self) -> list[Pod]:
         return [q.pod for q in self._active]
 
-    def backoff_pods(self) -> list[PodSpec]:
+    def backoff_pods(self) -> list[Pod]:
         return [q.pod for q in self._backoff]
 
-    def unschedulable_pods(self) -> list[PodSpec]:
+    def unschedulable_pods(self) -> list[Pod]:
         return [q.pod for q in self._unschedulable.values()]
 
-    def nominated_pods_for_node(self, node_name: str) -> list[PodSpec]:
+    def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         return self.nominator.nominated_pods_for_node(node_name)
 
     @property

@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 
 __all__ = ["make_node", "make_pod", "node_dict", "pod_dict"]
 
@@ -63,7 +63,7 @@ def pod_dict(
     }
 
 
-def make_pod(name: str, namespace: str = "default", **kwargs: Any) -> PodSpec:
+def make_pod(name: str, namespace: str = "default", **kwargs: Any) -> Pod:
     return parse_pod(pod_dict(name, namespace, **kwargs))
 
 
@@ -102,5 +102,5 @@ def node_dict(
     }
 
 
-def make_node(name: str, **kwargs: Any) -> NodeSpec:
+def make_node(name: str, **kwargs: Any) -> Node:
     return parse_node(node_dict(name, **kwargs))

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_node, parse_pod
+from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -153,7 +153,7 @@ def _event(raw: Mapping[str, Any]) -> _Event | None:
     )
 
 
-def _used_resources(pods: Iterable[PodSpec]) -> Resource:
+def _used_resources(pods: Iterable[Pod]) -> Resource:
     total = Resource()
     for pod in pods:
         total.add(pod.requests)
@@ -174,7 +174,7 @@ def _ports_conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
 
 
 def _term_selector(
-    owner: PodSpec, selector: LabelSelector | None, match: Sequence[str], mismatch: Sequence[str]
+    owner: Pod, selector: LabelSelector | None, match: Sequence[str], mismatch: Sequence[str]
 ) -> LabelSelector | None:
     """The selector with matchLabelKeys / mismatchLabelKeys merged as the apiserver would."""
     if selector is None:
@@ -186,7 +186,7 @@ def _term_selector(
 
 
 def _term_namespaces(
-    owner: PodSpec, term: PodAffinityTerm, ns_labels: Mapping[str, Mapping[str, str]]
+    owner: Pod, term: PodAffinityTerm, ns_labels: Mapping[str, Mapping[str, str]]
 ) -> set[str] | None:
     """Namespaces a term applies to; None means all (an empty namespaceSelector)."""
     names = set(term.namespaces)
@@ -199,7 +199,7 @@ def _term_namespaces(
     return names
 
 
-def _node_eligible(pod: PodSpec, node: NodeSpec, c: TopologySpreadConstraint) -> bool:
+def _node_eligible(pod: Pod, node: Node, c: TopologySpreadConstraint) -> bool:
     """Whether a node's domain counts for the pod's spread constraint (nodeAffinity/Taints policies)."""
     if c.topology_key not in node.labels:
         return False
@@ -233,7 +233,7 @@ def check(
     only_ns = set(namespaces) if namespaces is not None else None
     report = Report()
 
-    nodes: dict[str, NodeSpec] = {}
+    nodes: dict[str, Node] = {}
     for raw in state.nodes:
         try:
             node = parse_node(raw)
@@ -247,10 +247,10 @@ def check(
         for n in state.namespaces
     }
 
-    def is_ours(pod: PodSpec) -> bool:
+    def is_ours(pod: Pod) -> bool:
         return pod.scheduler_name in ours_names and (only_ns is None or pod.namespace in only_ns)
 
-    all_pods: list[PodSpec] = []
+    all_pods: list[Pod] = []
     for raw in state.pods:
         try:
             pod = parse_pod(raw)
@@ -266,7 +266,7 @@ def check(
             continue
         all_pods.append(pod)
 
-    by_node: dict[str, list[PodSpec]] = defaultdict(list)
+    by_node: dict[str, list[Pod]] = defaultdict(list)
     for pod in all_pods:
         if pod.node_name:
             if pod.node_name in nodes:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.testing.builders import make_node, make_pod
@@ -150,16 +150,16 @@ def claim_volume(claim: str, name: str | None = None) -> dict[str, Any]:
 
 def pod_with(
     name: str = "pod-a", *volumes: Mapping[str, Any], namespace: str = "default", **kw: Any
-) -> PodSpec:
+) -> Pod:
     return make_pod(name, namespace, volumes=[dict(v) for v in volumes], **kw)
 
 
-def pod_with_claims(*claims: str, name: str = "pod-a", namespace: str = "default", **kw: Any) -> PodSpec:
+def pod_with_claims(*claims: str, name: str = "pod-a", namespace: str = "default", **kw: Any) -> Pod:
     return pod_with(name, *(claim_volume(c) for c in claims), namespace=namespace, **kw)
 
 
 def node_info(
-    name: str, labels: Mapping[str, str] | None = None, pods: Iterable[PodSpec] = (), **kw: Any
+    name: str, labels: Mapping[str, str] | None = None, pods: Iterable[Pod] = (), **kw: Any
 ) -> NodeInfo:
     info = NodeInfo()
     info.set_node(make_node(name, labels=labels, **kw))

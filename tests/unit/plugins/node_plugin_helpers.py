@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import CycleState, Status
 from kopf_scheduler.framework.types import NodeInfo
@@ -23,7 +23,7 @@ class FakeHandle:
         self.client = client
 
 
-def make_snapshot(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec] = ()) -> Snapshot:
+def make_snapshot(nodes: Sequence[Node], pods: Sequence[Pod] = ()) -> Snapshot:
     infos: dict[str, NodeInfo] = {}
     for node in nodes:
         info = NodeInfo()
@@ -34,7 +34,7 @@ def make_snapshot(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec] = ()) -> Sn
     return Snapshot(list(infos.values()))
 
 
-def req_pod(*containers: Mapping[str, str], name: str = "p", **kwargs: Any) -> PodSpec:
+def req_pod(*containers: Mapping[str, str], name: str = "p", **kwargs: Any) -> Pod:
     """A pod with one container per requests mapping (none at all when called without any)."""
     cs = [
         {"name": f"c{i}", "image": "img", "resources": {"requests": dict(r)}}
@@ -47,11 +47,11 @@ def all_rows(snapshot: Snapshot) -> np.ndarray:
     return np.arange(len(snapshot), dtype=np.int64)
 
 
-def filter_statuses(plugin: Any, state: CycleState, pod: PodSpec, snapshot: Snapshot) -> list[Status | None]:
+def filter_statuses(plugin: Any, state: CycleState, pod: Pod, snapshot: Snapshot) -> list[Status | None]:
     return [plugin.filter(state, pod, info) for info in snapshot.list()]
 
 
-def assert_filter_vector_agrees(plugin: Any, state: CycleState, pod: PodSpec, snapshot: Snapshot) -> None:
+def assert_filter_vector_agrees(plugin: Any, state: CycleState, pod: Pod, snapshot: Snapshot) -> None:
     per_node = [s is None or s.is_success() for s in filter_statuses(plugin, state, pod, snapshot)]
     mask = plugin.filter_vector(state, pod, snapshot, all_rows(snapshot))
     assert mask is not None
@@ -64,7 +64,7 @@ def assert_filter_vector_agrees(plugin: Any, state: CycleState, pod: PodSpec, sn
         assert mask.tolist() == [per_node[i] for i in sub]
 
 
-def scores(plugin: Any, state: CycleState, pod: PodSpec, snapshot: Snapshot) -> list[int]:
+def scores(plugin: Any, state: CycleState, pod: Pod, snapshot: Snapshot) -> list[int]:
     out = []
     for info in snapshot.list():
         score, status = plugin.score(state, pod, info)
@@ -73,7 +73,7 @@ def scores(plugin: Any, state: CycleState, pod: PodSpec, snapshot: Snapshot) -> 
     return out
 
 
-def assert_score_vector_agrees(plugin: Any, state: CycleState, pod: PodSpec, snapshot: Snapshot) -> list[int]:
+def assert_score_vector_agrees(plugin: Any, state: CycleState, pod: Pod, snapshot: Snapshot) -> list[int]:
     per_node = scores(plugin, state, pod, snapshot)
     vec = plugin.score_vector(state, pod, snapshot, all_rows(snapshot))
     assert vec is not None

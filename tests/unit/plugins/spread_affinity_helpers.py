@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.types import NodeInfo
@@ -21,7 +21,7 @@ class FakeHandle:
     objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-def build_snapshot(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec]) -> Snapshot:
+def build_snapshot(nodes: Sequence[Node], pods: Sequence[Pod]) -> Snapshot:
     infos: dict[str, NodeInfo] = {}
     for node in nodes:
         info = NodeInfo()
@@ -32,7 +32,7 @@ def build_snapshot(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec]) -> Snapsh
     return Snapshot(list(infos.values()))
 
 
-def node(name: str, **labels: str) -> NodeSpec:
+def node(name: str, **labels: str) -> Node:
     return make_node(name, labels=labels)
 
 
@@ -42,11 +42,11 @@ def pod(
     namespace: str = "default",
     labels: Mapping[str, str] | None = None,
     **spec: Any,
-) -> PodSpec:
+) -> Pod:
     return make_pod(name, namespace, node_name=node_name, labels=labels or {}, **spec)
 
 
-def run_filter(plugin: Any, pod_: PodSpec, snap: Snapshot) -> tuple[Status | None, dict[str, Status | None]]:
+def run_filter(plugin: Any, pod_: Pod, snap: Snapshot) -> tuple[Status | None, dict[str, Status | None]]:
     """PreFilter then Filter on every node; also checks filter_vector agrees with the per-node verdicts."""
     state = CycleState()
     _, pre = plugin.pre_filter(state, pod_, snap.list())
@@ -65,7 +65,7 @@ def run_filter(plugin: Any, pod_: PodSpec, snap: Snapshot) -> tuple[Status | Non
 
 
 def run_score(
-    plugin: Any, pod_: PodSpec, snap: Snapshot, feasible: Sequence[str] | None = None
+    plugin: Any, pod_: Pod, snap: Snapshot, feasible: Sequence[str] | None = None
 ) -> tuple[Status | None, dict[str, int]]:
     """PreScore, Score (checked against score_vector) and NormalizeScore over the feasible nodes."""
     names = list(feasible) if feasible is not None else [i.name for i in snap.list()]

@@ -7,7 +7,7 @@ from typing import Any
 
 from spread_affinity_helpers import FakeHandle, build_snapshot, node, pod
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.plugins.inter_pod_affinity import PRE_FILTER_KEY, PRE_SCORE_KEY, InterPodAffinity
 
@@ -18,7 +18,7 @@ def _term(key: str, app: str) -> dict[str, Any]:
     return {"topologyKey": key, "labelSelector": {"matchLabels": {"app": app}}}
 
 
-def _random_pod(rng: random.Random, name: str, node_name: str = "") -> PodSpec:
+def _random_pod(rng: random.Random, name: str, node_name: str = "") -> Pod:
     app = f"a{rng.randrange(3)}"
     key = rng.choice([HOST, ZONE])
     affinity: dict[str, Any] = {}
@@ -34,7 +34,7 @@ def _random_pod(rng: random.Random, name: str, node_name: str = "") -> PodSpec:
     return pod(name, node_name, labels={"app": f"a{rng.randrange(3)}"}, **extra)
 
 
-def _state(pl: InterPodAffinity, incoming: PodSpec, nodes: Any) -> tuple[Any, Any]:
+def _state(pl: InterPodAffinity, incoming: Pod, nodes: Any) -> tuple[Any, Any]:
     """(PreFilter counts or the Skip code, PreScore topology scores or the Skip code)."""
     state = CycleState()
     _, pre = pl.pre_filter(state, incoming, nodes)

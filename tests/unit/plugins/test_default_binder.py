@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from node_plugin_helpers import FakeHandle
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.plugins.default_binder import BIND_ATTEMPTS, DefaultBinder
@@ -18,7 +18,7 @@ class RecordingClient:
         self.error = error
         self.calls: list[tuple[str, str]] = []
 
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         self.calls.append((pod.key, node_name))
         if self.error:
             raise self.error
@@ -56,7 +56,7 @@ class FlakyClient(RecordingClient):
         super().__init__()
         self.errors = list(errors)
 
-    async def bind(self, pod: PodSpec, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str) -> None:
         self.calls.append((pod.key, node_name))
         if self.errors:
             raise self.errors.pop(0)

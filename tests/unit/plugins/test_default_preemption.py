@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec, parse_pod
+from kopf_scheduler.api.objects import Node, Pod, parse_pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, Status
@@ -64,7 +64,7 @@ def pod(
     terminating: bool = False,
     conditions: Sequence[Mapping[str, str]] = (),
     **spec: Any,
-) -> PodSpec:
+) -> Pod:
     raw = pod_dict(
         name, namespace, resources=req, labels=labels, node_name=node, priority=priority, uid=name, **spec
     )
@@ -79,7 +79,7 @@ def pod(
     return parse_pod(raw)
 
 
-def node(name: str, *, cpu: str = "500m", memory: str = "500", pods: str = "32", **kw: Any) -> NodeSpec:
+def node(name: str, *, cpu: str = "500m", memory: str = "500", pods: str = "32", **kw: Any) -> Node:
     return make_node(name, cpu=cpu, memory=memory, pods=pods, **kw)
 
 
@@ -115,7 +115,7 @@ class CountingFilter:
         self.match_name = match_name
         self.calls = 0
 
-    def filter(self, state: CycleState, p: PodSpec, info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, p: Pod, info: NodeInfo) -> Status | None:
         self.calls += 1
         if self.match_name:  # the reference's MatchFilter: fits only the node named like the pod
             return None if p.name == info.name else Status(Code.UNSCHEDULABLE, "node doesn't match")
@@ -127,15 +127,15 @@ class ErrorOnLabelPlugin:
 
     name = "test-plugin"
 
-    def pre_filter(self, state: CycleState, p: PodSpec, nodes: Sequence[NodeInfo]) -> tuple[None, None]:
+    def pre_filter(self, state: CycleState, p: Pod, nodes: Sequence[NodeInfo]) -> tuple[None, None]:
         return None, None
 
-    def add_pod(self, state: CycleState, p: PodSpec, to_add: PodSpec, info: NodeInfo) -> Status | None:
+    def add_pod(self, state: CycleState, p: Pod, to_add: Pod, info: NodeInfo) -> Status | None:
         if info.node is not None and info.node.labels.get("error") == "true":
             return Status.as_error(RuntimeError(f"failed to add pod: {p.name}"))
         return None
 
-    def remove_pod(self, state: CycleState, p: PodSpec, to_remove: PodSpec, info: NodeInfo) -> Status | None:
+    def remove_pod(self, state: CycleState, p: Pod, to_remove: Pod, info: NodeInfo) -> Status | None:
         if info.node is not None and info.node.labels.get("error") == "true":
             return Status.as_error(RuntimeError(f"failed to remove pod: {p.name}"))
         return None
@@ -146,8 +146,8 @@ class StandInHandle:
 
     def __init__(
         self,
-        nodes: Sequence[NodeSpec],
-        pods: Sequence[PodSpec],
+        nodes: Sequence[Node],
+        pods: Sequence[Pod],
         plugins: Sequence[Any],
         pdbs: Sequence[Mapping[str, Any]] = (),
         nominator: Nominator | None = None,
@@ -168,13 +168,13 @@ class StandInHandle:
         self.nominator = nominator or Nominator()
         self.parallelism = 16
 
-    def run_pre_filter_plugins(self, state: CycleState, p: PodSpec) -> None:
+    def run_pre_filter_plugins(self, state: CycleState, p: Pod) -> None:
         for pl in self.plugins:
             if hasattr(pl, "pre_filter"):
                 _, status = pl.pre_filter(state, p, self.snapshot.list())
                 assert status is None or status.is_success(), status
 
-    def run_filter_plugins(self, state: CycleState, p: PodSpec, info: NodeInfo) -> Status | None:
+    def run_filter_plugins(self, state: CycleState, p: Pod, info: NodeInfo) -> Status | None:
         for pl in self.plugins:
             if hasattr(pl, "filter"):
                 status = pl.filter(state, p, info)
@@ -183,7 +183,7 @@ class StandInHandle:
         return None
 
     def _extension(
-        self, which: str, state: CycleState, p: PodSpec, other: PodSpec, info: NodeInfo
+        self, which: str, state: CycleState, p: Pod, other: Pod, info: NodeInfo
     ) -> Status | None:
         verb = "AddPod" if which == "add_pod" else "RemovePod"
         for pl in self.plugins:
@@ -196,17 +196,17 @@ class StandInHandle:
         return None
 
     def run_pre_filter_extension_add_pod(
-        self, state: CycleState, p: PodSpec, to_add: PodSpec, info: NodeInfo
+        self, state: CycleState, p: Pod, to_add: Pod, info: NodeInfo
     ) -> Status | None:
         return self._extension("add_pod", state, p, to_add, info)
 
     def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, p: PodSpec, to_remove: PodSpec, info: NodeInfo
+        self, state: CycleState, p: Pod, to_remove: Pod, info: NodeInfo
     ) -> Status | None:
         return self._extension("remove_pod", state, p, to_remove, info)
 
     def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, p: PodSpec, info: NodeInfo
+        self, state: CycleState, p: Pod, info: NodeInfo
     ) -> Status | None:
         """First with the nominated pods of >= priority on the node, then (if any) without them."""
         status: Status | None = None
@@ -235,9 +235,9 @@ class StandInHandle:
 
 
 def setup(
-    nodes: Sequence[NodeSpec],
-    pods: Sequence[PodSpec],
-    preemptor: PodSpec,
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
+    preemptor: Pod,
     *,
     plugins: Sequence[Any] | None = None,
     pdbs: Sequence[Mapping[str, Any]] = (),
@@ -1069,7 +1069,7 @@ def test_terminating_victim_on_nominated_node_stops_post_filter() -> None:
     ],
 )
 def test_filter_pods_with_pdb_violation(
-    pods: list[PodSpec], pdbs: list[dict[str, Any]], violating: list[str]
+    pods: list[Pod], pdbs: list[dict[str, Any]], violating: list[str]
 ) -> None:
     parsed = parse_pdbs({f"{d['metadata']['namespace']}/{d['metadata']['name']}": d for d in pdbs})
     got_violating, got_rest = filter_pods_with_pdb_violation(pods, parsed)

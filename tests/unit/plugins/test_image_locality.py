@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from node_plugin_helpers import FakeHandle, make_snapshot, scores
 
-from kopf_scheduler.api.objects import NodeSpec
+from kopf_scheduler.api.objects import Node
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.framework.types import ImageState
@@ -37,7 +37,7 @@ NODE_300_600_900 = [
 NODE_4000_30 = [(["gcr.io/4000:latest"], 4000 * MB), (["gcr.io/30:latest"], 30 * MB)]
 
 
-def snapshot_with_images(nodes: Sequence[NodeSpec]) -> Snapshot:
+def snapshot_with_images(nodes: Sequence[Node]) -> Snapshot:
     """Fill image states as the cache summarises them: size and on how many nodes each name is."""
     snapshot = make_snapshot(nodes)
     where: dict[str, tuple[int, set[str]]] = {}

@@ -9,7 +9,7 @@ import pytest
 from _volume_helpers import FakeHandle, csi_node, node_info, objects, pod_with, pod_with_claims, pv, pvc
 from _volume_helpers import storage_class as sc
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     Code,
@@ -58,7 +58,7 @@ inline_ebs = pod_with("inline", {"name": "v", "awsElasticBlockStore": {"volumeID
 inline_same_id = pod_with("inline2", {"name": "v", "awsElasticBlockStore": {"volumeID": f"{EBS}-vol-1"}})
 
 
-CASES: list[tuple[str, PodSpec, list[PodSpec], dict[str, int | None] | None, Status | None]] = [
+CASES: list[tuple[str, Pod, list[Pod], dict[str, int | None] | None, Status | None]] = [
     ("fits when node volume limit >= new pods CSI volume", ebs_one, [running, ebs_two], {EBS: 4}, None),
     ("doesn't when node volume limit <= pods CSI volume", ebs_one, [running, ebs_two], {EBS: 2}, EXCEEDED),
     ("should when driver does not support volume limits", ebs_one, [running, ebs_two], {EBS: None}, None),
@@ -120,8 +120,8 @@ CASES: list[tuple[str, PodSpec, list[PodSpec], dict[str, int | None] | None, Sta
 @pytest.mark.parametrize(("name", "pod", "existing", "drivers", "want"), CASES, ids=[c[0] for c in CASES])
 def test_csi_limits(
     name: str,
-    pod: PodSpec,
-    existing: list[PodSpec],
+    pod: Pod,
+    existing: list[Pod],
     drivers: dict[str, int | None] | None,
     want: Status | None,
 ) -> None:

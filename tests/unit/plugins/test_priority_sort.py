@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.testing.builders import make_pod
 
 
 @dataclass
 class Queued:
-    pod: PodSpec
+    pod: Pod
     timestamp: float
 
 

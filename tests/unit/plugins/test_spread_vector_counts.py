@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from spread_affinity_helpers import FakeHandle, build_snapshot, node, pod
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.plugins.pod_topology_spread import (
     PRE_FILTER_KEY,
@@ -27,7 +27,7 @@ class _Walking(PodTopologySpread):
         return None
 
 
-def _incoming(rng: random.Random, name: str) -> PodSpec:
+def _incoming(rng: random.Random, name: str) -> Pod:
     sel = {"matchLabels": {"app": f"a{rng.randrange(3)}"}}
     constraints = [
         {"maxSkew": rng.randrange(1, 3), "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": sel}
@@ -38,7 +38,7 @@ def _incoming(rng: random.Random, name: str) -> PodSpec:
     return pod(name, labels={"app": f"a{rng.randrange(3)}"}, topologySpreadConstraints=constraints)
 
 
-def _run(pl: PodTopologySpread, incoming: PodSpec, snap: Any, feasible: list[int]) -> tuple[Any, ...]:
+def _run(pl: PodTopologySpread, incoming: Pod, snap: Any, feasible: list[int]) -> tuple[Any, ...]:
     state = CycleState()
     _, pre = pl.pre_filter(state, incoming, snap.list())
     pf: Any = pre.code if pre is not None else state.get(PRE_FILTER_KEY)

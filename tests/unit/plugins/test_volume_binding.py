@@ -11,7 +11,7 @@ import pytest
 from _volume_helpers import FakeHandle, claim_volume, node_info, objects, pod_with, pod_with_claims, pv, pvc
 from _volume_helpers import storage_class as sc
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import (
@@ -62,7 +62,7 @@ def _plugin(
 @dataclass
 class Case:
     name: str
-    pod: PodSpec
+    pod: Pod
     nodes: list[NodeInfo]
     pvcs: list[dict[str, Any]] = field(default_factory=list)
     pvs: list[dict[str, Any]] = field(default_factory=list)
@@ -272,7 +272,7 @@ def test_volume_binding(case: Case) -> None:
 
 
 def _filter_all(
-    plugin: VolumeBinding, pod: PodSpec, nodes: Sequence[NodeInfo]
+    plugin: VolumeBinding, pod: Pod, nodes: Sequence[NodeInfo]
 ) -> tuple[CycleState, list[Any]]:
     state = CycleState()
     _, status = plugin.pre_filter(state, pod, nodes)
@@ -436,7 +436,7 @@ def _capacity_plugin(
     return plugin, nodes
 
 
-def _scores(plugin: VolumeBinding, pod: PodSpec, nodes: Sequence[NodeInfo]) -> list[int]:
+def _scores(plugin: VolumeBinding, pod: Pod, nodes: Sequence[NodeInfo]) -> list[int]:
     state, statuses = _filter_all(plugin, pod, nodes)
     assert statuses == [None] * len(nodes)
     assert plugin.pre_score(state, pod, nodes) is None
@@ -600,7 +600,7 @@ class FakeClient:
     fail: bool = False
     calls: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
 
-    async def bind_volumes(self, pod: PodSpec, claims: Sequence[tuple[str, str]]) -> None:
+    async def bind_volumes(self, pod: Pod, claims: Sequence[tuple[str, str]]) -> None:
         self.calls.append((pod.key, pod.node_name, list(claims)))
         if self.fail:
             raise ApiError("apiserver unavailable", 503)
@@ -635,7 +635,7 @@ class FakeClient:
 
 def _scheduled(
     pvcs: Sequence[dict[str, Any]], pvs: Sequence[dict[str, Any]], client: FakeClient, *claims: str
-) -> tuple[VolumeBinding, CycleState, PodSpec]:
+) -> tuple[VolumeBinding, CycleState, Pod]:
     nodes = [node_info("node-a")]
     plugin, handle = _plugin(pvcs, pvs, nodes, client=client)
     client.handle = handle

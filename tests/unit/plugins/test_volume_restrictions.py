@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from _volume_helpers import FakeHandle, claim_volume, node_info, objects, pod_with, pod_with_claims, pvc
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -31,7 +31,7 @@ def _vol(source: str, **fields: Any) -> dict[str, Any]:
     return {"name": f"v-{source}", source: fields}
 
 
-def _run(pod: PodSpec, info: NodeInfo, pvcs: list[dict[str, Any]] | None = None) -> Status | None:
+def _run(pod: Pod, info: NodeInfo, pvcs: list[dict[str, Any]] | None = None) -> Status | None:
     handle = FakeHandle(snapshot=Snapshot([info]), objects=objects(pvcs or []))
     plugin = VolumeRestrictions(None, handle)
     state = CycleState()

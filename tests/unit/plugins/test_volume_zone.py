@@ -6,7 +6,7 @@ import pytest
 from _volume_helpers import FakeHandle, node_info, objects, pod_with, pod_with_claims, pv, pvc
 from _volume_helpers import storage_class as sc
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.interface import (
     ActionType,
     Code,
@@ -48,7 +48,7 @@ PVCS = [
 CLASSES = [sc("wait-sc", "WaitForFirstConsumer"), sc("immediate-sc", "Immediate")]
 
 
-def _run(pod: PodSpec, node: NodeInfo) -> tuple[Status | None, Status | None]:
+def _run(pod: Pod, node: NodeInfo) -> tuple[Status | None, Status | None]:
     plugin = VolumeZone(None, FakeHandle(objects=objects(PVCS, PVS, CLASSES)))
     state = CycleState()
     _, pre = plugin.pre_filter(state, pod, [node])
@@ -94,7 +94,7 @@ FILTER_CASES = [
 @pytest.mark.parametrize(
     ("name", "pod", "node_labels", "want"), FILTER_CASES, ids=[c[0] for c in FILTER_CASES]
 )
-def test_filter(name: str, pod: PodSpec, node_labels: dict[str, str], want: Status | None) -> None:
+def test_filter(name: str, pod: Pod, node_labels: dict[str, str], want: Status | None) -> None:
     pre, got = _run(pod, node_info("host1", node_labels))
     if pre is not None:  # nothing zonal to check
         assert pre.code == Code.SKIP
@@ -135,7 +135,7 @@ PRE_FILTER_CASES = [
 
 
 @pytest.mark.parametrize(("name", "pod", "want"), PRE_FILTER_CASES, ids=[c[0] for c in PRE_FILTER_CASES])
-def test_pre_filter(name: str, pod: PodSpec, want: Status) -> None:
+def test_pre_filter(name: str, pod: Pod, want: Status) -> None:
     pre, _ = _run(pod, node_info("host1", {BETA_ZONE: "us-west1-a"}))
     assert pre == want
     assert pre is not None and pre.code == want.code

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from kopf_scheduler.api.objects import NodeSpec, PodSpec
+from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -86,7 +86,7 @@ class InterPodAffinity(Plugin):
             return None
         return snapshot
 
-    def terms_of(self, pod: PodSpec) -> PodTerms:
+    def terms_of(self, pod: Pod) -> PodTerms:
         return self._terms.get(pod)
 
     # -- namespaces --
@@ -133,7 +133,7 @@ class InterPodAffinity(Plugin):
     # -- PreFilter --
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         _, _, with_anti = self._lists(nodes)
         raw = self.terms_of(pod)
@@ -156,7 +156,7 @@ class InterPodAffinity(Plugin):
         return None, None
 
     def _existing_anti_affinity_counts(
-        self, pod: PodSpec, ns_labels: dict[str, str], nodes: Sequence[NodeInfo]
+        self, pod: Pod, ns_labels: dict[str, str], nodes: Sequence[NodeInfo]
     ) -> dict[Pair, int]:
         if not nodes:  # before interning: the signature holds the pod's labels, unique per pod at times
             return {}
@@ -247,17 +247,17 @@ class InterPodAffinity(Plugin):
         return aff_counts, anti_counts
 
     def add_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_add: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
         return self._update_with_pod(state, pod_to_add, node_info, 1)
 
     def remove_pod(
-        self, state: CycleState, pod: PodSpec, pod_to_remove: PodSpec, node_info: NodeInfo
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
         return self._update_with_pod(state, pod_to_remove, node_info, -1)
 
     def _update_with_pod(
-        self, state: CycleState, updated: PodSpec, node_info: NodeInfo, delta: int
+        self, state: CycleState, updated: Pod, node_info: NodeInfo, delta: int
     ) -> Status | None:
         s = state.get(PRE_FILTER_KEY)
         if not isinstance(s, PreFilterState) or s.pod is None:
@@ -287,7 +287,7 @@ class InterPodAffinity(Plugin):
         except KeyError:
             return None
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         s = self._read(state, PRE_FILTER_KEY)
         if not isinstance(s, PreFilterState):
             return Status.as_error(
@@ -330,7 +330,7 @@ class InterPodAffinity(Plugin):
         return pods_exist or self._first_of_group(s)
 
     def filter_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None:
         s = self._read(state, PRE_FILTER_KEY)
         if not isinstance(s, PreFilterState):
@@ -365,7 +365,7 @@ class InterPodAffinity(Plugin):
 
     # -- Score --
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         aff = pod.affinity
         has_constraints = bool(
             aff
@@ -409,7 +409,7 @@ class InterPodAffinity(Plugin):
             labels = node.labels
 
             def process(
-                term: AffinityTerm, weight: int, target: PodSpec, nsl: Mapping[str, str] | None
+                term: AffinityTerm, weight: int, target: Pod, nsl: Mapping[str, str] | None
             ) -> None:
                 if term.matches(target, nsl):
                     value = labels.get(term.topology_key)
@@ -462,7 +462,7 @@ class InterPodAffinity(Plugin):
                 per_key = topology_score.setdefault(key, {})
                 per_key[value] = per_key.get(value, 0) + weight
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         s = self._read(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
             return 0, Status.as_error(RuntimeError(f'failed to read "{PRE_SCORE_KEY}" from cycleState'))
@@ -477,7 +477,7 @@ class InterPodAffinity(Plugin):
         return total, None
 
     def score_vector(
-        self, state: CycleState, pod: PodSpec, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None:
         s = self._read(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
@@ -488,7 +488,7 @@ class InterPodAffinity(Plugin):
             total += lookup_array(values, table)[codes[idx] + 1]
         return total
 
-    def normalize_score(self, state: CycleState, pod: PodSpec, scores: np.ndarray) -> Status | None:
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
         s = self._read(state, PRE_SCORE_KEY)
         if not isinstance(s, PreScoreState):
             return Status.as_error(RuntimeError(f'failed to read "{PRE_SCORE_KEY}" from cycleState'))
@@ -519,8 +519,8 @@ class InterPodAffinity(Plugin):
             ),
         ]
 
-    def is_schedulable_after_pod_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, PodSpec) and new.uid == pod.uid:
+    def is_schedulable_after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, Pod) and new.uid == pod.uid:
             return (
                 QueueingHint.QUEUE
             )  # the target pod's labels changed (isSchedulableAfterTargetPodUpdateLabel)
@@ -545,13 +545,13 @@ class InterPodAffinity(Plugin):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
-    def is_schedulable_after_node_change(self, pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A topology key a term needs appears or changes value (affinity), or one an anti-affinity
         term counts on goes away or changes value; any new node for a pod with anti-affinity."""
-        if not isinstance(new, NodeSpec):
+        if not isinstance(new, Node):
             return QueueingHint.QUEUE
         terms = self.terms_of(pod)
-        original = old if isinstance(old, NodeSpec) else None
+        original = old if isinstance(old, Node) else None
         for t in terms.required_affinity:
             if original is None:
                 if t.topology_key in new.labels:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.plugins.inter_pod_affinity.terms import NO_TERMS, PodTerms
 
 NAME = "InterPodAffinity"
@@ -33,7 +33,7 @@ class PreFilterState:
     affinity_counts: dict[Pair, int] = field(default_factory=dict)
     anti_affinity_counts: dict[Pair, int] = field(default_factory=dict)
     terms: PodTerms = NO_TERMS  # incoming pod's, namespaceSelector merged into namespaces
-    pod: PodSpec | None = None
+    pod: Pod | None = None
     namespace_labels: dict[str, str] = field(default_factory=dict)
 
     def clone(self) -> PreFilterState:

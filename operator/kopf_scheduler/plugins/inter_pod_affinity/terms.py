@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kopf_scheduler.api.objects import PodSpec
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.types import LabelSelector, LabelSelectorRequirement, PodAffinityTerm
 
 EVERYTHING = LabelSelector()
@@ -22,7 +22,7 @@ class AffinityTerm:
     topology_key: str
     namespace_selector: LabelSelector | None = None
 
-    def matches(self, pod: PodSpec, ns_labels: Mapping[str, str] | None) -> bool:
+    def matches(self, pod: Pod, ns_labels: Mapping[str, str] | None) -> bool:
         if pod.namespace in self.namespaces or (
             self.namespace_selector is not None and self.namespace_selector.matches(ns_labels or {})
         ):
@@ -47,7 +47,7 @@ class PodTerms:
 NO_TERMS = PodTerms()
 
 
-def selector_with_label_keys(pod: PodSpec, term: PodAffinityTerm) -> LabelSelector | None:
+def selector_with_label_keys(pod: Pod, term: PodAffinityTerm) -> LabelSelector | None:
     """matchLabelKeys (In) / mismatchLabelKeys (NotIn) from the term owner's labels; nil stays nil."""
     sel = term.selector
     if sel is None or not (term.match_label_keys or term.mismatch_label_keys):
@@ -66,7 +66,7 @@ def selector_with_label_keys(pod: PodSpec, term: PodAffinityTerm) -> LabelSelect
     return sel.with_requirements(extra) if extra else sel
 
 
-def new_affinity_term(pod: PodSpec, term: PodAffinityTerm) -> AffinityTerm:
+def new_affinity_term(pod: Pod, term: PodAffinityTerm) -> AffinityTerm:
     """Empty namespaces and a nil namespaceSelector mean the owner's own namespace."""
     if not term.namespaces and term.namespace_selector is None:
         namespaces = frozenset({pod.namespace})
@@ -77,7 +77,7 @@ def new_affinity_term(pod: PodSpec, term: PodAffinityTerm) -> AffinityTerm:
     )
 
 
-def build_terms(pod: PodSpec) -> PodTerms:
+def build_terms(pod: Pod) -> PodTerms:
     aff = pod.affinity
     if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
         return NO_TERMS
@@ -95,7 +95,7 @@ def build_terms(pod: PodSpec) -> PodTerms:
 
 
 class TermCache:
-    """Processed terms per PodSpec object (identity-checked so a recycled id() is never trusted).
+    """Processed terms per Pod object (identity-checked so a recycled id() is never trusted).
 
     Pods are held weakly and an entry is dropped when its pod is freed: holding them strongly kept
     every pod ever scheduled (raw object and all) alive under churn, the memory growing with the
@@ -106,9 +106,9 @@ class TermCache:
     __slots__ = ("__weakref__", "_data")
 
     def __init__(self) -> None:
-        self._data: dict[int, tuple[weakref.ref[PodSpec], PodTerms]] = {}
+        self._data: dict[int, tuple[weakref.ref[Pod], PodTerms]] = {}
 
-    def get(self, pod: PodSpec) -> PodTerms:
+    def get(self, pod: Pod) -> PodTerms:
         aff = pod.affinity
         if aff is None or (aff.pod_affinity is None and aff.pod_anti_affinity is None):
             return NO_TERMS
@@ -120,7 +120,7 @@ class TermCache:
         # The callback holds the cache weakly too: no cycle through the pod's weakref.
         this = weakref.ref(self)
 
-        def drop(ref: weakref.ref[PodSpec]) -> None:
+        def drop(ref: weakref.ref[Pod]) -> None:
             cache = this()
             if cache is not None:
                 entry = cache._data.get(key)
@@ -134,13 +134,13 @@ class TermCache:
         return len(self._data)
 
 
-def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
+def pod_matches_all_terms(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
     """True iff there are terms and the pod matches every one (incoming-pod terms: no ns labels)."""
     if not terms:
         return False
     return all(t.matches(pod, None) for t in terms)
 
 
-def pod_matches_any_term(terms: Sequence[AffinityTerm], pod: PodSpec) -> bool:
+def pod_matches_any_term(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
     """``podMatchesAnyAffinityTerms`` (anti-affinity): the pod matches at least one term."""
     return any(t.matches(pod, None) for t in terms)

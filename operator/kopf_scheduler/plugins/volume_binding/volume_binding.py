@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kopf_scheduler.api.objects import PodSpec, labels_of, parse_label_selector
+from kopf_scheduler.api.objects import Pod, labels_of, parse_label_selector
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -176,7 +176,7 @@ class VolumeBinding(Plugin):
         ]
 
     @staticmethod
-    def _after_storage_capacity_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_storage_capacity_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         """Queue for a new CSIStorageCapacity or one whose volume limit grew."""
         if old is None:
             return QueueingHint.QUEUE
@@ -193,7 +193,7 @@ class VolumeBinding(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_csi_driver_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_csi_driver_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         """Queue a pod with an inline CSI volume of a driver that stopped tracking capacity."""
         name = meta(new).get("name")
         for vol in pod.volumes:
@@ -205,7 +205,7 @@ class VolumeBinding(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_csi_node_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if old is None:
             return QueueingHint.QUEUE
         if annotations_of(old).get(MIGRATED_PLUGINS_ANNOTATION) != annotations_of(new).get(
@@ -215,11 +215,11 @@ class VolumeBinding(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pvc_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_storage_class_change(pod: PodSpec, old: Any, new: Any) -> QueueingHint:
+    def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
         if old is None:
             return QueueingHint.QUEUE
         if (old.get("allowedTopologies") or None) != (new.get("allowedTopologies") or None):
@@ -228,7 +228,7 @@ class VolumeBinding(Plugin):
 
     # -- PreFilter --
 
-    def _pod_has_pvcs(self, pod: PodSpec) -> tuple[bool, str | None]:
+    def _pod_has_pvcs(self, pod: Pod) -> tuple[bool, str | None]:
         has_pvc = False
         claims = self._objects.get(PVC, {})
         for vol in pod.volumes:
@@ -260,7 +260,7 @@ class VolumeBinding(Plugin):
                     return has_pvc, err
         return has_pvc, None
 
-    def _get_pod_volume_claims(self, pod: PodSpec) -> tuple[list[Any], list[Any], list[Any]]:
+    def _get_pod_volume_claims(self, pod: Pod) -> tuple[list[Any], list[Any], list[Any]]:
         """(bound, unbound delayed, unbound immediate incl. pre-bound) claims, through the assume cache."""
         bound: list[Mapping[str, Any]] = []
         delayed: list[Mapping[str, Any]] = []
@@ -287,7 +287,7 @@ class VolumeBinding(Plugin):
         return bound, delayed, immediate
 
     def pre_filter(
-        self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         has_pvc, err = self._pod_has_pvcs(pod)
         if err is not None:
@@ -317,7 +317,7 @@ class VolumeBinding(Plugin):
 
     # -- Filter --
 
-    def filter(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> Status | None:
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
         if not isinstance(data, StateData):
             return state_not_found()
@@ -338,7 +338,7 @@ class VolumeBinding(Plugin):
         return None
 
     def _find_pod_volumes(
-        self, pod: PodSpec, data: StateData, node_name: str, node_labels: Mapping[str, str]
+        self, pod: Pod, data: StateData, node_name: str, node_labels: Mapping[str, str]
     ) -> tuple[PodVolumes, list[str]]:
         pod_volumes = PodVolumes()
         unbound_ok = bound_ok = sufficient_storage = bound_pvs_found = True
@@ -538,7 +538,7 @@ class VolumeBinding(Plugin):
 
     # -- Score --
 
-    def pre_score(self, state: CycleState, pod: PodSpec, nodes: Sequence[NodeInfo]) -> Status | None:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         if self._shape is None:
             return Status(Code.SKIP)
         data = state.get(STATE_KEY)
@@ -548,7 +548,7 @@ class VolumeBinding(Plugin):
         # provisioning by the node's free capacity), not only those with static bindings.
         return None if data.has_static_bindings or STORAGE_CAPACITY_SCORING else Status(Code.SKIP)
 
-    def score(self, state: CycleState, pod: PodSpec, node_info: NodeInfo) -> tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         if self._shape is None:
             return 0, None
         data = state.get(STATE_KEY)
@@ -590,7 +590,7 @@ class VolumeBinding(Plugin):
 
     # -- Reserve / Unreserve --
 
-    def reserve(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         data = state.get(STATE_KEY)
         if not isinstance(data, StateData):
             return state_not_found()
@@ -604,7 +604,7 @@ class VolumeBinding(Plugin):
             return Status.as_error(exc)
         return None
 
-    def _are_pod_volumes_bound(self, pod: PodSpec) -> bool:
+    def _are_pod_volumes_bound(self, pod: Pod) -> bool:
         objects = self._objects
         for vol in pod.volumes:
             claim = claim_of_volume(pod, vol)
@@ -615,7 +615,7 @@ class VolumeBinding(Plugin):
                 return False
         return True
 
-    def _assume_pod_volumes(self, pod: PodSpec, node_name: str, pod_volumes: PodVolumes) -> bool:
+    def _assume_pod_volumes(self, pod: Pod, node_name: str, pod_volumes: PodVolumes) -> bool:
         """``AssumePodVolumes``: record the node's decisions in the assume caches; True when nothing to do."""
         if self._are_pod_volumes_bound(pod):
             return True
@@ -643,7 +643,7 @@ class VolumeBinding(Plugin):
         pod_volumes.dynamic_provisions = new_provisions
         return False
 
-    def unreserve(self, state: CycleState, pod: PodSpec, node_name: str) -> None:
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         data = state.get(STATE_KEY)
         if not isinstance(data, StateData):
             return
@@ -657,7 +657,7 @@ class VolumeBinding(Plugin):
 
     # -- PreBind --
 
-    def pre_bind_pre_flight(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """Whether PreBind will write volume decisions for ``node_name`` (then binding may wait for
         the PV controller, and the scheduler publishes the node as nominatedNodeName first): Skip
         when Reserve found every claim bound (or the pod has none), None when the node has pending
@@ -671,7 +671,7 @@ class VolumeBinding(Plugin):
             return no_pod_volume_for_node(node_name)
         return None
 
-    async def pre_bind(self, state: CycleState, pod: PodSpec, node_name: str) -> Status | None:
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """Ask the edge to write the volume decisions, then wait for the PV controller to bind.
 
         Calls ``await handle.client.bind_volumes(pod, claims)`` once, where ``claims`` is a list of
