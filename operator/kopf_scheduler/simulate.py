@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import sys
@@ -72,6 +73,9 @@ class PodOutcome:
     nominated_node: str = ""  # status.nominatedNodeName left by preemption
     victims: list[str] = field(default_factory=list)  # ns/name of the pods it preempted
     failures: list[str] = field(default_factory=list)  # every FailedScheduling message, in order
+    # ``victims`` split by the attempt that preempted them: the first attempt is what the reference
+    # is observed doing (the differential runner compares it), a retry may preempt more.
+    victims_by_attempt: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
@@ -216,6 +220,7 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     for pod in ours:
         queue.add(pod)
     attempts: dict[str, int] = {}
+    victims_before: dict[str, list[int]] = {}  # pod key -> victims already evicted at each attempt
     while True:
         qpi = queue.pop_nowait()
         if qpi is None:
@@ -227,6 +232,7 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
             queue.done(uid)
             continue
         attempts[uid] = attempts.get(uid, 0) + 1
+        victims_before.setdefault(qpi.pod.key, []).append(len(client.preemptions.get(qpi.pod.key, ())))
         await sched.schedule_one(qpi)
         await sched.wait_for_bindings()
     await sched.wait_for_bindings()
@@ -260,9 +266,16 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
                 client.nominations.get(pod.key, ""),
                 list(client.preemptions.get(pod.key, ())),
                 list(client.failed_messages(pod.key)),
+                _split(client.preemptions.get(pod.key, []), victims_before.get(pod.key, [0])),
             )
         )
     return outcomes
+
+
+def _split(victims: Sequence[str], starts: Sequence[int]) -> list[list[str]]:
+    """The victims of each attempt that preempted (an attempt starts after the previous one's evictions)."""
+    bounds = [*starts, len(victims)]
+    return [list(victims[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def _table(outcomes: Iterable[PodOutcome]) -> str:

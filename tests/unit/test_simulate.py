@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.cli import main
+from kopf_scheduler.simulate import load_documents, simulate
 
 EX = Path(__file__).resolve().parent.parent / "examples"
 NO_PREEMPTION = str(EX / "no_preemption_profile.yaml")
@@ -185,3 +186,20 @@ def test_preemption_nominates_evicts_and_retries(capsys: pytest.CaptureFixture[s
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE"]
     assert lines[1].split() == ["default/web", "node-a", "node-a", "default/batch"]
+
+
+def test_victims_are_split_by_the_attempt_that_preempted_them() -> None:
+    from kopf_scheduler.simulate import _split
+
+    # Attempt 1 started with none evicted and preempted two; attempt 2 started after them and
+    # preempted one more; an attempt that preempted nothing adds no group.
+    assert _split(["a", "b", "c"], [0, 2]) == [["a", "b"], ["c"]]
+    assert _split(["a", "b"], [0, 2]) == [["a", "b"]]
+    assert _split([], [0]) == []
+
+
+def test_a_preemptor_outcome_carries_its_first_attempts_victims() -> None:
+    inputs = load_documents([str(EX / "preemption.yaml")])
+    outcomes = {o.name: o for o in asyncio.run(simulate(inputs, seed=0))}
+    web = outcomes["web"]
+    assert web.victims_by_attempt == [["default/batch"]] and web.victims == ["default/batch"]

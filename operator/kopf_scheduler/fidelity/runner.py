@@ -603,7 +603,9 @@ class Driver:
                 reason="Unschedulable" if failures else "",
                 condition_message=failures[0] if failures else "",
                 nominated=result.nominated_node or (result.node if result.victims else ""),
-                victims=sorted(result.victims),
+                # The first preempting attempt's victims: the reference is observed until its first
+                # preemption settles (a retry after the victims are gone may preempt more).
+                victims=sorted(result.victims_by_attempt[0] if result.victims_by_attempt else ()),
             )
         return Outcome(node=result.node, scores=scores)
 
