@@ -1,0 +1,30 @@
+"""Dynamic Resource Allocation with structured parameters: the allocator the DynamicResources
+plugin calls (the reference's ``k8s.io/dynamic-resource-allocation/structured``).
+
+Pure engine code: raw resource.k8s.io/v1 objects in, ``status.allocation`` dicts out.
+"""
+
+from .allocator import ALLOCATION_RESULTS_MAX_SIZE, AllocationError, Allocator, InvalidPoolsError
+from .cel import CelCache, CelError
+from .features import DEFAULT_FEATURES, Features
+from .pools import Pool, gather_pools, node_matches
+from .state import AllocatedState, DeviceID, SharedDeviceID, allocation_results, gather_allocated_state
+
+__all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "DEFAULT_FEATURES",
+    "AllocatedState",
+    "AllocationError",
+    "Allocator",
+    "CelCache",
+    "CelError",
+    "DeviceID",
+    "Features",
+    "InvalidPoolsError",
+    "Pool",
+    "SharedDeviceID",
+    "allocation_results",
+    "gather_allocated_state",
+    "gather_pools",
+    "node_matches",
+]
