@@ -10,7 +10,7 @@ the PV controller and the external provisioner, so VolumeBinding's PreBind sees 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ class MemoryClusterClient:
     on_evict: Callable[[Pod], None] | None = None
     preemptions: dict[str, list[str]] = field(default_factory=dict)  # preemptor key -> victim keys
     objects: dict[str, dict[str, Any]] | None = None
+    claim_writes: list[tuple[str, str]] = field(default_factory=list)  # (claim key, what)
     _version: int = 0
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -99,6 +100,61 @@ class MemoryClusterClient:
                 self._bind(pvc, pv_name, by_controller=True)
             else:
                 self._provision(pvc, pod.node_name)
+
+    # -- ResourceClaims: the apiserver's optimistic concurrency over ``objects["ResourceClaim"]`` --
+
+    def _claims(self) -> dict[str, Any]:
+        if self.objects is None:
+            self.objects = {}
+        return self.objects.setdefault("ResourceClaim", {})
+
+    def _stored_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        stored = self._claims().get(f"{namespace}/{name}")
+        if stored is None:
+            raise NotFound(f'resourceclaims.resource.k8s.io "{name}" not found', 404)
+        return stored
+
+    async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return copy.deepcopy(self._stored_claim(namespace, name))
+
+    def _write_claim(self, claim: Mapping[str, Any], *, status: bool) -> dict[str, Any]:
+        meta = claim.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+        stored = self._stored_claim(namespace, name)
+        have = (stored.get("metadata") or {}).get("resourceVersion")
+        if meta.get("resourceVersion") and meta.get("resourceVersion") != have:
+            raise Conflict(
+                f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{name}": the object has '
+                "been modified; please apply your changes to the latest version and try again",
+                409,
+            )
+        new = copy.deepcopy(stored)
+        if status:
+            new["status"] = copy.deepcopy(claim.get("status") or {})
+        else:
+            new["metadata"] = {**copy.deepcopy(dict(meta)), "resourceVersion": have}
+            new["spec"] = copy.deepcopy(claim.get("spec") or stored.get("spec") or {})
+        new["metadata"]["resourceVersion"] = self._next_version()
+        self._claims()[f"{namespace}/{name}"] = new  # a new dict, as a watch delivers
+        self.claim_writes.append((f"{namespace}/{name}", "status" if status else "metadata"))
+        return copy.deepcopy(new)
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        return self._write_claim(claim, status=False)
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        return self._write_claim(claim, status=True)
+
+    async def unreserve_resource_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+        stored = self._stored_claim(namespace, name)
+        if (stored.get("metadata") or {}).get("uid", claim_uid) != claim_uid:
+            raise Conflict(f"resourceclaim {namespace}/{name}: uid precondition failed", 409)
+        new = copy.deepcopy(stored)
+        status = new.setdefault("status", {})
+        status["reservedFor"] = [r for r in status.get("reservedFor") or () if r.get("uid") != pod_uid]
+        new["metadata"]["resourceVersion"] = self._next_version()
+        self._claims()[f"{namespace}/{name}"] = new
+        self.claim_writes.append((f"{namespace}/{name}", "unreserve"))
 
     def _next_version(self) -> str:
         self._version += 1

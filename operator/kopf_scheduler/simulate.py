@@ -48,8 +48,12 @@ NAMESPACED = {
     "ReplicationController",
     "ReplicaSet",
     "StatefulSet",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 }
 CLUSTER_SCOPED = {
+    "ResourceSlice",
+    "DeviceClass",
     "PersistentVolume",
     "StorageClass",
     "CSINode",
@@ -76,6 +80,8 @@ class PodOutcome:
     # ``victims`` split by the attempt that preempted them: the first attempt is what the reference
     # is observed doing (the differential runner compares it), a retry may preempt more.
     victims_by_attempt: list[list[str]] = field(default_factory=list)
+    # DynamicResources: claim name -> devices allocated to it ("driver/pool/device"), for a pod with claims.
+    allocations: dict[str, list[str]] | None = None
 
 
 @dataclass
@@ -182,7 +188,71 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
             raise SimulationError(f"{label}: {exc}") from None
         except ProfileError as exc:
             raise SimulationError(f"{label}: spec.{exc}") from None
+    inputs.pending = [_claims_from_templates(pod, inputs.objects) for pod in inputs.pending]
     return inputs
+
+
+def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
+    """Play the resourceclaim controller: a claim per template entry, named in the pod's status.
+
+    The controller names claims ``<pod>-<entry>-<random>``; here the suffix is left out so that
+    runs are repeatable. A missing template leaves the entry without a claim, and the pod waits at
+    PreEnqueue as it would in a cluster.
+    """
+    statuses = dict(pod.resource_claim_statuses)
+    added = []
+    for entry in pod.resource_claims:
+        if entry.resource_claim_template_name is None or entry.name in statuses:
+            continue
+        template = objects.get("ResourceClaimTemplate", {}).get(
+            f"{pod.namespace}/{entry.resource_claim_template_name}"
+        )
+        if template is None:
+            continue
+        name = f"{pod.name}-{entry.name}"
+        spec = (template.get("spec") or {}).get("spec") or {}
+        objects.setdefault("ResourceClaim", {})[f"{pod.namespace}/{name}"] = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "namespace": pod.namespace,
+                "uid": f"claim-{pod.namespace}-{name}",
+                "resourceVersion": "1",
+                "annotations": {"resource.kubernetes.io/pod-claim-name": entry.name},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+                ],
+            },
+            "spec": json.loads(json.dumps(spec)),
+        }
+        added.append({"name": entry.name, "resourceClaimName": name})
+    if not added:
+        return pod
+    raw = dict(pod.raw)
+    status = dict(raw.get("status") or {})
+    status["resourceClaimStatuses"] = [*(status.get("resourceClaimStatuses") or ()), *added]
+    raw["status"] = status
+    return parse_pod(raw)
+
+
+def _pod_allocations(pod: Pod, objects: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]] | None:
+    if not pod.resource_claims:
+        return None
+    statuses = dict(pod.resource_claim_statuses)
+    out: dict[str, list[str]] = {}
+    for entry in pod.resource_claims:
+        name = entry.resource_claim_name or statuses.get(entry.name)
+        if not name:
+            continue
+        claim = objects.get("ResourceClaim", {}).get(f"{pod.namespace}/{name}") or {}
+        status = claim.get("status") or {}
+        if not any(r.get("uid") == pod.uid for r in status.get("reservedFor") or ()):
+            out[name] = []
+            continue
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+        out[name] = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
+    return out
 
 
 def _doc_name(doc: Mapping[str, Any]) -> str:
@@ -267,6 +337,7 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
                 list(client.preemptions.get(pod.key, ())),
                 list(client.failed_messages(pod.key)),
                 _split(client.preemptions.get(pod.key, []), victims_before.get(pod.key, [0])),
+                _pod_allocations(pod, inputs.objects) if node else ({} if pod.resource_claims else None),
             )
         )
     return outcomes
@@ -279,15 +350,25 @@ def _split(victims: Sequence[str], starts: Sequence[int]) -> list[list[str]]:
 
 
 def _table(outcomes: Iterable[PodOutcome]) -> str:
-    """POD NODE MESSAGE; NOMINATED and VICTIMS columns appear when some pod preempted."""
+    """POD NODE MESSAGE; NOMINATED and VICTIMS columns appear when some pod preempted, DEVICES when
+    some pod has ResourceClaims."""
     outcomes = list(outcomes)
     preempting = any(o.nominated_node or o.victims for o in outcomes)
-    header = ["POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE"] if preempting else ["POD", "NODE", "MESSAGE"]
+    devices = any(o.allocations is not None for o in outcomes)
+    header = [
+        "POD",
+        "NODE",
+        *(["NOMINATED", "VICTIMS"] if preempting else []),
+        *(["DEVICES"] if devices else []),
+    ]
+    header.append("MESSAGE")
     rows = [header]
     for o in outcomes:
         row = [f"{o.namespace}/{o.name}", o.node or "<none>"]
         if preempting:
             row += [o.nominated_node or "<none>", ",".join(o.victims) or "<none>"]
+        if devices:
+            row.append(",".join(d for ds in (o.allocations or {}).values() for d in ds) or "<none>")
         rows.append([*row, o.message])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     return "\n".join(
@@ -344,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dataclass_dict(o: PodOutcome) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "namespace": o.namespace,
         "name": o.name,
         "node": o.node,
@@ -352,3 +433,6 @@ def dataclass_dict(o: PodOutcome) -> dict[str, Any]:
         "victims": list(o.victims),
         "message": o.message,
     }
+    if o.allocations is not None:
+        out["allocations"] = o.allocations
+    return out

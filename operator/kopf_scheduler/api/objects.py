@@ -46,6 +46,7 @@ __all__ = [
     "Node",
     "Pod",
     "PodRequests",
+    "PodResourceClaim",
     "is_supported_pod_level_resource",
     "parse_node",
     "parse_pod",
@@ -65,6 +66,45 @@ _LABEL_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 def pod_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One entry of ``spec.resourceClaims``: a claim by name, or one made from a template."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+def _resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...]:
+    raw = spec.get("resourceClaims")
+    if not raw:
+        return ()
+    out = []
+    for i, item in enumerate(as_list(raw, "spec.resourceClaims")):
+        item = as_mapping(item, f"spec.resourceClaims[{i}]")
+        claim_name, template = item.get("resourceClaimName"), item.get("resourceClaimTemplateName")
+        out.append(
+            PodResourceClaim(
+                str(item.get("name", "")),
+                str(claim_name) if claim_name is not None else None,
+                str(template) if template is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+def _resource_claim_statuses(status: Mapping[str, Any]) -> tuple[tuple[str, str | None], ...]:
+    raw = status.get("resourceClaimStatuses")
+    if not raw:
+        return ()
+    out = []
+    for i, item in enumerate(as_list(raw, "status.resourceClaimStatuses")):
+        item = as_mapping(item, f"status.resourceClaimStatuses[{i}]")
+        claim_name = item.get("resourceClaimName")
+        out.append((str(item.get("name", "")), str(claim_name) if claim_name is not None else None))
+    return tuple(out)
 
 
 # weakref_slot: per-pod plugin caches hold their pods weakly, so an entry dies with its pod.
@@ -104,6 +144,10 @@ class Pod:
     phase: str = ""
     resource_version: str = ""
     generation: int = 0
+    # DynamicResources: spec.resourceClaims and status.resourceClaimStatuses (name -> claim name,
+    # None when the resourceclaim controller decided no claim is needed).
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    resource_claim_statuses: tuple[tuple[str, str | None], ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -885,6 +929,8 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         phase=str(status.get("phase") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
         generation=as_int(meta.get("generation"), "metadata.generation"),
+        resource_claims=_resource_claims(spec),
+        resource_claim_statuses=_resource_claim_statuses(status),
         raw=obj,
     )
 

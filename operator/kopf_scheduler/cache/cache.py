@@ -41,6 +41,7 @@ NAMESPACED_KINDS = frozenset(
         "ReplicationController",
         "ReplicaSet",
         "StatefulSet",
+        "ResourceClaim",
     }
 )
 

@@ -670,3 +670,41 @@ class KubeClusterClient:
             },
             content_type=MERGE,
         )
+
+    # --- resource claims (DynamicResources) -------------------------------------------------------
+
+    async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return dict(await self.api.request("GET", _claim_path(namespace, name)))
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        meta = claim.get("metadata") or {}
+        path = _claim_path(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+        return dict(await self.api.request("PUT", path, body=_claim_body(claim)))
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        meta = claim.get("metadata") or {}
+        path = _claim_path(str(meta.get("namespace") or "default"), str(meta.get("name", "")), "status")
+        return dict(await self.api.request("PUT", path, body=_claim_body(claim)))
+
+    async def unreserve_resource_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+        await self.api.request(
+            "PATCH",
+            _claim_path(namespace, name, "status"),
+            body={
+                "metadata": {"uid": claim_uid},
+                "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
+            },
+            content_type=STRATEGIC,
+        )
+
+
+def _claim_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
+    return f"{path}/{sub}" if sub else path
+
+
+def _claim_body(claim: Mapping[str, Any]) -> dict[str, Any]:
+    body = dict(claim)
+    body.setdefault("apiVersion", "resource.k8s.io/v1")
+    body.setdefault("kind", "ResourceClaim")
+    return body

@@ -7,8 +7,8 @@ writes in one narrow seam is what lets the same scheduling code run offline and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
@@ -87,4 +87,25 @@ class ClusterClient(Protocol):
 
     async def bind_volumes(self, pod: Pod, claims: Sequence[tuple[str, str]]) -> None:
         """VolumeBinding's PreBind: ``(claim key ns/name, pv name or "" for dynamic provisioning)``."""
+        ...
+
+    # -- DynamicResources (resource.k8s.io/v1 ResourceClaims) --
+    # Optimistic concurrency through ``metadata.resourceVersion``, as the reference's Update calls:
+    # a stale one raises Conflict, a deleted claim NotFound.
+
+    async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        """GET the claim (the reference re-reads it after a conflict)."""
+        ...
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the claim (metadata: the allocation finalizer); return what the apiserver stored."""
+        ...
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT ``resourceclaims/status`` (allocation, reservedFor); return what was stored."""
+        ...
+
+    async def unreserve_resource_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+        """Drop ``pod_uid`` from ``status.reservedFor`` (a strategic-merge delete guarded by the claim's
+        uid, as the reference's Unreserve patch)."""
         ...

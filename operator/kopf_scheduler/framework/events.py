@@ -56,6 +56,9 @@ class EventResource(enum.StrEnum):
     CSI_DRIVER = "storage.k8s.io/CSIDriver"
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     PDB = "PodDisruptionBudget"
+    RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+    RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+    DEVICE_CLASS = "resource.k8s.io/DeviceClass"
     WILDCARD = "*"
 
 
@@ -155,6 +158,9 @@ OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
     "CSIDriver": EventResource.CSI_DRIVER,
     "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
     "PodDisruptionBudget": EventResource.PDB,
+    "ResourceClaim": EventResource.RESOURCE_CLAIM,
+    "ResourceSlice": EventResource.RESOURCE_SLICE,
+    "DeviceClass": EventResource.DEVICE_CLASS,
 }
 
 def object_event(kind: str, action: ActionType) -> ClusterEvent | None:
@@ -197,6 +203,14 @@ def pod_scheduling_properties_change(old: Pod, new: Pod) -> list[ClusterEvent]:
     if old.tolerations != new.tolerations:
         events.append(
             ClusterEvent(resource, ActionType.UPDATE_POD_TOLERATIONS, f"{prefix}UpdatePodToleration")
+        )
+    if old.resource_claim_statuses != new.resource_claim_statuses:
+        events.append(
+            ClusterEvent(
+                resource,
+                ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+                f"{prefix}UpdatePodGeneratedResourceClaim",
+            )
         )
     if not events:
         events.append(ClusterEvent(resource, UPDATE_POD_OTHER, f"{prefix}Update"))

@@ -1,0 +1,623 @@
+"""The DynamicResources plugin (the reference's ``dynamicresources.go``).
+
+PreEnqueue holds a pod until its claims exist; PreFilter gathers the claims, checks their classes
+and builds one :class:`~kopf_scheduler.dra.Allocator` for the cycle; Filter allocates per node
+(the allocator's first solution); Score prefers nodes where ``firstAvailable`` got an earlier
+subrequest; Reserve marks the chosen allocations pending, so the next pod's PreFilter counts their
+devices as taken; PreBind writes ``status.allocation`` and ``reservedFor`` (with the allocation
+finalizer); Unreserve and PostFilter undo. Failures use the reference's messages.
+
+API writes the reference makes synchronously from PostFilter and Unreserve (deallocation, dropping
+a reservation) are started here as background tasks: those extension points are synchronous in
+this engine. Their outcome reaches the queue through the claim's watch events, as in the reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kopf_scheduler.api.objects import parse_node_selector
+from kopf_scheduler.api.types import NodeSelector, ObjectError
+from kopf_scheduler.dra import DEFAULT_FEATURES, AllocationError, Allocator, CelCache, InvalidPoolsError
+from kopf_scheduler.framework.client import ApiError, Conflict
+from kopf_scheduler.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from kopf_scheduler.framework.interface import (
+    Code,
+    CycleState,
+    Handle,
+    Plugin,
+    PostFilterResult,
+    PreFilterResult,
+    Status,
+)
+from kopf_scheduler.plugins.helper import default_normalize_score
+
+from .claims import ClaimLookupError, check_owner, claim_is_reserved_for, pod_claim_names, uid_of
+from .dra_manager import ClaimTracker, tracker_for
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.framework.types import NodeInfo
+
+__all__ = ["STATE_KEY", "STATE_NOT_FOUND", "DynamicResources", "DynamicResourcesArgs"]
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "PreFilterDynamicResources"
+STATE_NOT_FOUND = "not found"  # framework.ErrNotFound, what reading absent cycle state returns
+FINALIZER = "resource.kubernetes.io/delete-protection"  # resourceapi.Finalizer
+FIRST_AVAILABLE_MAX = 8  # resourceapi.FirstAvailableDeviceRequestMaxSize
+CONFLICT_RETRIES = 5  # retry.DefaultRetry's steps
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$")
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match or not any(match.groups()):
+        raise ValueError(f"invalid duration {value!r}")
+    h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
+    return h * 3600 + m * 60 + s + ms / 1000
+
+
+class DynamicResourcesArgs(BaseModel):
+    """``DynamicResourcesArgs`` with v1.37.2's defaults (durations as Go spells them, or seconds)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    filter_timeout: float = Field(10.0, alias="filterTimeout")
+    binding_timeout: float = Field(600.0, alias="bindingTimeout")
+
+    @field_validator("filter_timeout", "binding_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        seconds = _seconds(value)
+        if seconds < 0:
+            raise ValueError("must be non-negative")
+        return seconds
+
+
+@dataclass(slots=True)
+class _ClaimInfo:
+    available_on: NodeSelector | None = None  # an allocated claim's node selector
+    allocation: Mapping[str, Any] | None = None  # set at Reserve for claims allocated here
+
+
+@dataclass(slots=True)
+class _StateData:
+    claims: list[Mapping[str, Any]] = field(default_factory=list)
+    infos: list[_ClaimInfo] = field(default_factory=list)
+    allocator: Allocator | None = None
+    node_allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    unavailable: set[int] = field(default_factory=set)
+
+    def clone(self) -> _StateData:
+        return self  # as the reference: shared between the cycle and its clones
+
+    def to_allocate(self) -> list[tuple[int, Mapping[str, Any]]]:
+        return [(i, c) for i, c in enumerate(self.claims) if not (c.get("status") or {}).get("allocation")]
+
+
+def _kobj(claim: Mapping[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def _unresolvable(message: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message)
+
+
+class DynamicResources(Plugin):
+    name = "DynamicResources"
+    Args = DynamicResourcesArgs
+
+    # Seconds between PreBind's looks at a claim's binding conditions.
+    poll_interval: float = 5.0
+
+    def __init__(self, args: DynamicResourcesArgs | None = None, handle: Handle | None = None) -> None:
+        args = args if args is not None else DynamicResourcesArgs.model_validate({})
+        super().__init__(args, handle)
+        self.filter_timeout = args.filter_timeout
+        self.binding_timeout = args.binding_timeout
+        self.features = DEFAULT_FEATURES
+        self.cel_cache = _CEL_CACHE
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- object access --
+
+    @property
+    def _objects(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.handle.objects if self.handle is not None else {}
+
+    @property
+    def tracker(self) -> ClaimTracker:
+        return tracker_for(self._objects)
+
+    def _pod_claims(self, pod: Pod) -> list[Mapping[str, Any]]:
+        """The pod's claims in spec order; raise ClaimLookupError with the reference's text."""
+        tracker = self.tracker
+        out = []
+        for _, name, must_check_owner in pod_claim_names(pod):
+            claim = tracker.get(pod.namespace, name)
+            if claim is None:
+                raise ClaimLookupError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                raise ClaimLookupError(f'resourceclaim "{name}" is being deleted')
+            if must_check_owner:
+                check_owner(pod, claim)
+            out.append(claim)
+        return out
+
+    # -- queueing --
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_ALLOCATABLE,
+                )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE
+                ),
+                self.is_schedulable_after_claim_change,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
+                self.is_schedulable_after_pod_update,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.ADD | ActionType.UPDATE)
+            ),
+        ]
+
+    def is_schedulable_after_claim_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        if new is None:
+            # A deleted claim frees its devices for everyone.
+            return (
+                QueueingHint.QUEUE
+                if (old or {}).get("status", {}).get("allocation")
+                else QueueingHint.QUEUE_SKIP
+            )
+        if (
+            old is not None
+            and (old.get("status") or {}).get("allocation")
+            and not ((new.get("status") or {}).get("allocation"))
+        ):
+            return QueueingHint.QUEUE  # deallocated: its devices are free
+        try:
+            names = pod_claim_names(pod)
+        except ClaimLookupError:
+            return QueueingHint.QUEUE_SKIP
+        meta = new.get("metadata") or {}
+        if (meta.get("namespace") or "default") != pod.namespace or not any(
+            n == meta.get("name") for _, n, _ in names
+        ):
+            return QueueingHint.QUEUE_SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        if (old.get("status") or {}) == (new.get("status") or {}):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+
+    def is_schedulable_after_pod_update(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        target = new if new is not None else pod
+        try:
+            self._pod_claims(target)
+        except ClaimLookupError:
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        if not pod.resource_claims:
+            return None
+        try:
+            self._pod_claims(pod)
+        except ClaimLookupError as exc:
+            return _unresolvable(str(exc))
+        return None
+
+    # -- scheduling cycle --
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        s = _StateData()
+        state.write(STATE_KEY, s)
+        if not pod.resource_claims:
+            return None, Status(Code.SKIP)
+        try:
+            claims = self._pod_claims(pod)
+        except ClaimLookupError as exc:
+            return None, _unresolvable(str(exc))
+        if not claims:
+            return None, Status(Code.SKIP)
+        infos = [_ClaimInfo() for _ in claims]
+        tracker = self.tracker
+        classes = self._objects.get("DeviceClass", {})
+        to_allocate = 0
+        for index, claim in enumerate(claims):
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                selector = allocation.get("nodeSelector")
+                if selector:
+                    try:
+                        infos[index].available_on = parse_node_selector(
+                            selector, "status.allocation.nodeSelector"
+                        )
+                    except ObjectError as exc:
+                        return None, Status(Code.ERROR, str(exc))
+                continue
+            to_allocate += 1
+            if tracker.get_pending(uid_of(claim)) is not None:
+                return None, _unresolvable(
+                    f"resource claim {_kobj(claim)} is in the process of being allocated"
+                )
+            for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+                name = str(request.get("name", ""))
+                if request.get("exactly") is not None:
+                    status = self._validate_class(
+                        classes, (request["exactly"] or {}).get("deviceClassName"), name
+                    )
+                    if status is not None:
+                        return None, status
+                elif request.get("firstAvailable"):
+                    for sub in request["firstAvailable"]:
+                        status = self._validate_class(
+                            classes, sub.get("deviceClassName"), f"{name}/{sub.get('name', '')}"
+                        )
+                        if status is not None:
+                            return None, status
+                else:
+                    return None, _unresolvable(
+                        f"resource claim {_kobj(claim)}, request {name}: unknown request type"
+                    )
+        if to_allocate:
+            s.allocator = Allocator(
+                self.features,
+                tracker.allocated_state(),
+                classes,
+                list(self._objects.get("ResourceSlice", {}).values()),
+                self.cel_cache,
+            )
+        s.claims, s.infos = claims, infos
+        return None, None
+
+    @staticmethod
+    def _validate_class(classes: Mapping[str, Any], class_name: Any, request: str) -> Status | None:
+        if not class_name:
+            return Status(Code.ERROR, f"request {request}: unsupported request type")
+        if class_name not in classes:
+            return _unresolvable(f"request {request}: device class {class_name} does not exist")
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return Status(Code.ERROR, STATE_NOT_FOUND)
+        if not s.claims:
+            return None
+        node = node_info.node
+        if node is None:
+            return Status(Code.ERROR, "node not found")
+        unavailable = [
+            i
+            for i, info in enumerate(s.infos)
+            if info.available_on is not None and not info.available_on.matches(node.name, node.labels)
+        ]
+        if s.allocator is not None:
+            claims = [c for _, c in s.to_allocate()]
+            try:
+                results = s.allocator.allocate(node, claims)
+            except InvalidPoolsError as exc:
+                return _unresolvable(str(exc))
+            except AllocationError as exc:
+                return Status(Code.ERROR, str(exc))
+            if results is None or len(results) != len(claims):
+                return _unresolvable("cannot allocate all claims")
+            allocations = results
+        if unavailable:
+            s.unavailable.update(unavailable)
+            return _unresolvable("resourceclaim not available on the node")
+        if s.allocator is not None:
+            s.node_allocations[node.name] = allocations
+        return None
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return None, Status(Code.ERROR, STATE_NOT_FOUND)
+        if not s.claims:
+            return None, Status(Code.UNSCHEDULABLE)  # no claims to deallocate: let preemption try
+        for index in sorted(s.unavailable):
+            claim = s.claims[index]
+            reserved = (claim.get("status") or {}).get("reservedFor") or ()
+            if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
+                new = copy.deepcopy(dict(claim))
+                status = new.setdefault("status", {})
+                for key in ("reservedFor", "allocation", "devices"):
+                    status.pop(key, None)
+                self._background(self._update_status(new), f"deallocate ResourceClaim {_kobj(claim)}")
+                return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
+        return None, Status(Code.UNSCHEDULABLE)
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return 0, Status(Code.ERROR, STATE_NOT_FOUND)
+        if not s.claims:
+            return 0, None
+        allocations = s.node_allocations.get(node.node.name) if node.node is not None else None
+        if allocations is None:
+            return 0, None
+        return _score(s.claims, allocations), None
+
+    def score_vector(
+        self, state: CycleState, pod: Pod, snapshot: object, idx: np.ndarray
+    ) -> np.ndarray | None:
+        s = state.get(STATE_KEY)
+        if s is None or s.claims:
+            return None  # the per-node path reports the error, or scores allocations
+        return np.zeros(len(idx), dtype=np.int64)
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
+        s = state.get(STATE_KEY)
+        if s is not None and s.claims:  # all zeros otherwise, which normalizing keeps
+            default_normalize_score(scores, reverse=False)
+        return None
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return Status(Code.ERROR, STATE_NOT_FOUND)
+        to_allocate = s.to_allocate()
+        if not to_allocate or s.allocator is None:
+            return None
+        allocations = s.node_allocations.get(node_name)
+        if not allocations:
+            return Status(Code.ERROR, "claim allocation not found for node")
+        if len(allocations) != len(to_allocate):
+            return Status(
+                Code.ERROR,
+                f"internal error, have {len(allocations)} allocations, "
+                f"{len(to_allocate)} claims to allocate, want {len(to_allocate)} claims",
+            )
+        tracker = self.tracker
+        for (index, claim), allocation in zip(to_allocate, allocations, strict=True):
+            s.infos[index].allocation = allocation
+            pending = copy.deepcopy(dict(claim))
+            finalizers = pending.setdefault("metadata", {}).setdefault("finalizers", [])
+            if FINALIZER not in finalizers:
+                finalizers.append(FINALIZER)
+            pending.setdefault("status", {})["allocation"] = allocation
+            tracker.signal_pending(uid_of(claim), pending)
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        s = state.get(STATE_KEY)
+        if s is None or not s.claims:
+            return
+        tracker = self.tracker
+        for claim in s.claims:
+            meta = claim.get("metadata") or {}
+            if tracker.remove_pending(uid_of(claim)):
+                tracker.restore(meta.get("namespace") or "default", meta.get("name", ""))
+            if (claim.get("status") or {}).get("allocation") and claim_is_reserved_for(claim, pod.uid):
+                client = self.handle.client if self.handle is not None else None
+                if client is not None:
+                    self._background(
+                        client.unreserve_resource_claim(
+                            meta.get("namespace") or "default", meta.get("name", ""), uid_of(claim), pod.uid
+                        ),
+                        f"unreserve ResourceClaim {_kobj(claim)}",
+                    )
+
+    # -- binding cycle --
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return Status(Code.ERROR, STATE_NOT_FOUND)
+        if not s.claims:
+            return Status(Code.SKIP)
+        return None
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s = state.get(STATE_KEY)
+        if s is None:
+            return Status(Code.ERROR, STATE_NOT_FOUND)
+        if not s.claims:
+            return None
+        done: list[str] = []
+        for index, claim in enumerate(s.claims):
+            if claim_is_reserved_for(claim, pod.uid):
+                continue
+            try:
+                s.claims[index] = await self._bind_claim(s, index, pod)
+            except (ApiError, _BindError) as exc:
+                return Status(Code.ERROR, str(exc))
+            if s.infos[index].allocation is not None:
+                done.append(uid_of(claim))
+        for uid in done:
+            self.tracker.remove_pending(uid)
+        if any(_has_binding_conditions(c) for c in s.claims):
+            return await self._wait_for_binding_conditions(s, pod)
+        return None
+
+    async def _bind_claim(self, s: _StateData, index: int, pod: Pod) -> Mapping[str, Any]:
+        client = self.handle.client if self.handle is not None else None
+        if client is None:
+            raise _BindError("no cluster client to write ResourceClaims")
+        claim: dict[str, Any] = copy.deepcopy(dict(s.claims[index]))
+        allocation = s.infos[index].allocation
+        meta = claim.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+        binding = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+        for attempt in range(CONFLICT_RETRIES):
+            if attempt:
+                claim = await client.get_resource_claim(namespace, name)
+            try:
+                if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                    raise _BindError(f"claim {namespace}/{name} got deleted in the meantime")
+                status = claim.setdefault("status", {})
+                if allocation is not None:
+                    if status.get("allocation"):
+                        raise _BindError(f"claim {namespace}/{name} got allocated elsewhere in the meantime")
+                    finalizers = claim.setdefault("metadata", {}).setdefault("finalizers", [])
+                    if FINALIZER not in finalizers:
+                        finalizers.append(FINALIZER)
+                        try:
+                            claim = await client.update_resource_claim(claim)
+                        except ApiError as exc:
+                            if isinstance(exc, Conflict):
+                                raise
+                            raise _BindError(f"add finalizer to claim {namespace}/{name}: {exc}") from None
+                        status = claim.setdefault("status", {})
+                    status["allocation"] = copy.deepcopy(dict(allocation))
+                status["reservedFor"] = [*(status.get("reservedFor") or ()), binding]
+                if not status.get("allocation"):
+                    raise _BindError(f"claim {namespace}/{name} got deallocated elsewhere in the meantime")
+                status["allocation"].setdefault("allocationTimestamp", _now_rfc3339())
+                try:
+                    stored = await client.update_resource_claim_status(claim)
+                except Conflict:
+                    raise
+                except ApiError as exc:
+                    what = (
+                        "add allocation and reservation to"
+                        if allocation is not None
+                        else "add reservation to"
+                    )
+                    raise _BindError(f"{what} claim {namespace}/{name}: {exc}") from None
+            except Conflict:
+                if attempt + 1 == CONFLICT_RETRIES:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+                continue
+            self.tracker.assume(stored)
+            return stored
+        raise _BindError(f"claim {namespace}/{name}: too many conflicts")  # unreachable
+
+    async def _wait_for_binding_conditions(self, s: _StateData, pod: Pod) -> Status | None:
+        deadline = time.monotonic() + self.binding_timeout
+        while True:
+            ready = True
+            for claim in s.claims:
+                meta = claim.get("metadata") or {}
+                current = self.tracker.get(meta.get("namespace") or "default", meta.get("name", "")) or claim
+                outcome = _binding_conditions_outcome(current)
+                if outcome is False:
+                    return Status(Code.ERROR, f"device binding failed: claim={meta.get('name', '')}")
+                if outcome is None:
+                    ready = False
+            if ready:
+                return None
+            if time.monotonic() >= deadline:
+                return Status(Code.ERROR, "device binding timeout")
+            await asyncio.sleep(self.poll_interval)
+
+    # -- background writes --
+
+    async def _update_status(self, claim: Mapping[str, Any]) -> None:
+        client = self.handle.client if self.handle is not None else None
+        if client is not None:
+            await client.update_resource_claim_status(claim)
+
+    def _background(self, coro: Any, what: str) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:
+            coro.close()
+            log.warning("%s: no event loop to run it in", what)
+            return
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("%s failed: %s", what, t.exception())
+
+        task.add_done_callback(done)
+
+
+class _BindError(Exception):
+    pass
+
+
+_CEL_CACHE = CelCache()  # compiled selectors are the same for every profile
+
+
+def _now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _score(claims: Sequence[Mapping[str, Any]], allocations: Sequence[Mapping[str, Any]]) -> int:
+    """``computeScore``: earlier ``firstAvailable`` subrequests score higher."""
+    score = 0
+    pending = iter(allocations)
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or next(pending, None)
+        if allocation is None:
+            return 0
+        chosen = {
+            r.get("request")
+            for r in (allocation.get("devices") or {}).get("results") or ()
+            if "/" in str(r.get("request"))
+        }
+        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            if request.get("exactly") is not None:
+                continue
+            for i, sub in enumerate(request.get("firstAvailable") or ()):
+                if f"{request.get('name')}/{sub.get('name')}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
+
+
+def _has_binding_conditions(claim: Mapping[str, Any]) -> bool:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return any(r.get("bindingConditions") for r in (allocation.get("devices") or {}).get("results") or ())
+
+
+def _binding_conditions_outcome(claim: Mapping[str, Any]) -> bool | None:
+    """True when every device's binding conditions are met, False when one failed, else None."""
+    status = claim.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+    devices = {(d.get("driver"), d.get("pool"), d.get("device")): d for d in status.get("devices") or ()}
+    ready = True
+    for result in results:
+        wanted = result.get("bindingConditions") or ()
+        failing = result.get("bindingFailureConditions") or ()
+        if not wanted:
+            continue
+        device = devices.get((result.get("driver"), result.get("pool"), result.get("device"))) or {}
+        conditions = {c.get("type"): c.get("status") for c in device.get("conditions") or ()}
+        if any(conditions.get(c) == "True" for c in failing):
+            return False
+        if not all(conditions.get(c) == "True" for c in wanted):
+            ready = False
+    return True if ready else None

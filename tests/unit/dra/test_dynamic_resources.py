@@ -1,0 +1,245 @@
+"""The DynamicResources plugin through the whole engine (``simulate``) and at its extension points."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_builders import device, device_class, resource_slice
+
+from kopf_scheduler.api.objects import parse_pod
+from kopf_scheduler.framework.interface import Code, CycleState
+from kopf_scheduler.memory_client import MemoryClusterClient
+from kopf_scheduler.plugins.dynamic_resources import STATE_KEY, DynamicResources
+from kopf_scheduler.simulate import load_documents, simulate
+
+EX = Path(__file__).resolve().parent.parent.parent / "examples"
+
+
+def run(path: Path, seed: int = 1) -> dict[str, Any]:
+    inputs = load_documents([str(path)])
+    outcomes = asyncio.run(simulate(inputs, seed))
+    return {"objects": inputs.objects, **{o.name: o for o in outcomes}}
+
+
+def test_gpu_pool_allocates_each_device_once() -> None:
+    got = run(EX / "dra_gpus.yaml")
+    taken = [
+        d for name in ("train-0", "train-1", "infer-a") for ds in got[name].allocations.values() for d in ds
+    ]
+    assert len(taken) == len(set(taken)) == 3  # three claims, three distinct GPUs
+    for name in ("train-0", "train-1", "infer-a"):
+        (devices,) = got[name].allocations.values()
+        node = devices[0].split("/")[1]  # the pool is named after its node
+        assert got[name].node == node
+    # One shared claim: both pods on its node, one device between them.
+    assert got["infer-b"].node == got["infer-a"].node
+    assert got["infer-b"].allocations == got["infer-a"].allocations
+    claim = got["objects"]["ResourceClaim"]["default/shared-gpu"]
+    assert {r["name"] for r in claim["status"]["reservedFor"]} == {"infer-a", "infer-b"}
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    nothing_left = (
+        "0/3 nodes are available: 3 cannot allocate all claims. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    )
+    assert got["train-2"].node == "" and got["train-2"].message == nothing_left
+    assert got["wants-h100"].node == "" and got["wants-h100"].message == nothing_left
+
+
+def test_allocation_written_as_the_reference_writes_it() -> None:
+    got = run(EX / "dra_gpus.yaml")
+    claim = got["objects"]["ResourceClaim"]["default/train-0-gpu"]
+    allocation = claim["status"]["allocation"]
+    (result,) = allocation["devices"]["results"]
+    assert result["request"] == "gpu" and result["driver"] == "gpu.example.com"
+    node = got["train-0"].node
+    assert allocation["nodeSelector"] == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+    }
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "train-0", "uid": "uid-train-0"}]
+
+
+# --- extension points -----------------------------------------------------------------------------
+
+
+class Handle:
+    def __init__(self, objects: dict[str, dict[str, Any]], client: MemoryClusterClient) -> None:
+        self.objects = objects
+        self.client = client
+
+
+def pod(name: str, claim: str | None = None, template: str | None = None, statuses: Any = None) -> Any:
+    entry: dict[str, Any] = {"name": "gpu"}
+    if claim:
+        entry["resourceClaimName"] = claim
+    if template:
+        entry["resourceClaimTemplateName"] = template
+    raw: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {"containers": [{"name": "c"}], "resourceClaims": [entry]},
+    }
+    if statuses is not None:
+        raw["status"] = {"resourceClaimStatuses": statuses}
+    return parse_pod(raw)
+
+
+def gpu_claim(name: str, **status: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-claim-{name}",
+            "resourceVersion": "1",
+        },
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+    }
+    if status:
+        out["status"] = status
+    return out
+
+
+def world(*claims: dict[str, Any], gpus: int = 1) -> tuple[DynamicResources, dict[str, dict[str, Any]]]:
+    objects: dict[str, dict[str, Any]] = {
+        "DeviceClass": {"gpu": device_class("gpu", "gpu.example.com")},
+        "ResourceSlice": {
+            "s": resource_slice(
+                "s", "node-1", "p", "gpu.example.com", *(device(f"gpu-{i}") for i in range(gpus))
+            )
+        },
+        "ResourceClaim": {f"default/{c['metadata']['name']}": c for c in claims},
+    }
+    plugin = DynamicResources(handle=Handle(objects, MemoryClusterClient(objects=objects)))  # type: ignore[arg-type]
+    return plugin, objects
+
+
+class NodeInfo:
+    def __init__(self, name: str) -> None:
+        from kopf_scheduler.api.objects import Node
+
+        self.node = Node(name=name)
+
+
+def test_pre_enqueue_waits_for_generated_claim() -> None:
+    plugin, _ = world()
+    status = plugin.pre_enqueue(pod("p", template="t"))
+    assert status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message == 'pod "default/p": ResourceClaim not created yet'
+    status = plugin.pre_enqueue(pod("p", claim="missing"))
+    assert status is not None and status.message == 'resourceclaim.resource.k8s.io "missing" not found'
+    # A generated claim must be owned by the pod.
+    plugin, _ = world(gpu_claim("p-gpu"))
+    status = plugin.pre_enqueue(
+        pod("p", template="t", statuses=[{"name": "gpu", "resourceClaimName": "p-gpu"}])
+    )
+    assert status is not None
+    assert (
+        status.message == "ResourceClaim default/p-gpu was not created for Pod default/p (Pod is not owner)"
+    )
+    assert plugin.pre_enqueue(pod("p", claim="p-gpu")) is None
+
+
+def test_unknown_device_class_is_unresolvable() -> None:
+    claim = gpu_claim("c")
+    claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope"
+    plugin, _ = world(claim)
+    _, status = plugin.pre_filter(CycleState(), pod("p", claim="c"), [])
+    assert status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.message == "request gpu: device class nope does not exist"
+
+
+def test_reserve_keeps_a_device_from_the_next_pod_until_unreserve() -> None:
+    plugin, _ = world(gpu_claim("a"), gpu_claim("b"), gpus=1)
+    first, second = CycleState(), CycleState()
+    plugin.pre_filter(first, pod("p1", claim="a"), [])
+    assert plugin.filter(first, pod("p1", claim="a"), NodeInfo("node-1")) is None  # type: ignore[arg-type]
+    assert plugin.reserve(first, pod("p1", claim="a"), "node-1") is None
+    plugin.pre_filter(second, pod("p2", claim="b"), [])
+    status = plugin.filter(second, pod("p2", claim="b"), NodeInfo("node-1"))  # type: ignore[arg-type]
+    assert status is not None and status.message == "cannot allocate all claims"
+    # The claim itself is in flight: another pod sharing it waits.
+    _, status = plugin.pre_filter(CycleState(), pod("p3", claim="a"), [])
+    assert (
+        status is not None
+        and status.message == "resource claim default/a is in the process of being allocated"
+    )
+    plugin.unreserve(first, pod("p1", claim="a"), "node-1")
+    third = CycleState()
+    plugin.pre_filter(third, pod("p2", claim="b"), [])
+    assert plugin.filter(third, pod("p2", claim="b"), NodeInfo("node-1")) is None  # type: ignore[arg-type]
+
+
+def test_pre_bind_writes_allocation_and_reservation() -> None:
+    plugin, objects = world(gpu_claim("a"))
+    state, p = CycleState(), pod("p1", claim="a")
+    plugin.pre_filter(state, p, [])
+    plugin.filter(state, p, NodeInfo("node-1"))  # type: ignore[arg-type]
+    plugin.reserve(state, p, "node-1")
+    assert asyncio.run(plugin.pre_bind(state, p, "node-1")) is None
+    stored = objects["ResourceClaim"]["default/a"]
+    assert stored["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": "uid-p1"}]
+    assert plugin.tracker.get_pending("uid-claim-a") is None  # no longer in flight: written
+
+
+def test_pre_bind_fails_when_claim_was_allocated_elsewhere() -> None:
+    plugin, objects = world(gpu_claim("a"))
+    state, p = CycleState(), pod("p1", claim="a")
+    plugin.pre_filter(state, p, [])
+    plugin.filter(state, p, NodeInfo("node-1"))  # type: ignore[arg-type]
+    plugin.reserve(state, p, "node-1")
+    other = copy.deepcopy(objects["ResourceClaim"]["default/a"])
+    other["status"] = {"allocation": {"devices": {"results": []}}}
+    other["metadata"]["resourceVersion"] = "7"
+    objects["ResourceClaim"]["default/a"] = other  # someone else won the race
+    status = asyncio.run(plugin.pre_bind(state, p, "node-1"))
+    assert status is not None and status.code == Code.ERROR
+    assert "claim default/a got allocated elsewhere in the meantime" in status.message
+
+
+def test_post_filter_deallocates_a_claim_unusable_everywhere() -> None:
+    allocated = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0"}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gone"]}]}
+                ]
+            },
+        }
+    }
+    plugin, objects = world(gpu_claim("a", **allocated))
+    state, p = CycleState(), pod("p1", claim="a")
+
+    async def go() -> Any:
+        plugin.pre_filter(state, p, [])
+        status = plugin.filter(state, p, NodeInfo("node-1"))  # type: ignore[arg-type]
+        assert status is not None and status.message == "resourceclaim not available on the node"
+        _, post = plugin.post_filter(state, p, {"node-1": status})
+        await asyncio.gather(*plugin._tasks)
+        return post
+
+    post = asyncio.run(go())
+    assert post is not None and post.code == Code.UNSCHEDULABLE
+    assert post.message == "deallocation of ResourceClaim completed"
+    assert "allocation" not in objects["ResourceClaim"]["default/a"]["status"]
+
+
+def test_pods_without_claims_skip() -> None:
+    plugin, _ = world()
+    state = CycleState()
+    raw = {"metadata": {"name": "x", "namespace": "default"}, "spec": {"containers": [{"name": "c"}]}}
+    _, status = plugin.pre_filter(state, parse_pod(raw), [])
+    assert status is not None and status.code == Code.SKIP
+    assert state.get(STATE_KEY) is not None
+
+
+@pytest.mark.parametrize("value,seconds", [("10s", 10.0), ("1m30s", 90.0), (5, 5.0), ("250ms", 0.25)])
+def test_args_durations(value: Any, seconds: float) -> None:
+    from kopf_scheduler.plugins.dynamic_resources import DynamicResourcesArgs
+
+    assert DynamicResourcesArgs.model_validate({"filterTimeout": value}).filter_timeout == seconds
