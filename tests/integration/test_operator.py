@@ -107,6 +107,12 @@ def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa
         ("create", "volumeattachments.storage.k8s.io", False),
         ("watch", "replicasets.apps", True),  # PodTopologySpread's system-default selector
         ("list", "services", True),
+        ("update", "resourceclaims.resource.k8s.io", True),  # DynamicResources PreBind
+        ("update", "resourceclaims.resource.k8s.io --subresource=status", True),
+        ("update", "resourceclaims.resource.k8s.io --subresource=binding", True),
+        ("watch", "resourceslices.resource.k8s.io", True),
+        ("create", "resourceclaims.resource.k8s.io", False),
+        ("update", "resourceslices.resource.k8s.io", False),
         ("create", "services", False),
         ("patch", "schedulerprofiles.kopfscheduler.io --subresource=status", True),
         ("patch", "clusterkopfpeerings.kopf.dev", True),

@@ -63,6 +63,10 @@ OBJECT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("ReplicationController", "/api/v1/replicationcontrollers"),
     ResourceKind("ReplicaSet", "/apis/apps/v1/replicasets"),
     ResourceKind("StatefulSet", "/apis/apps/v1/statefulsets"),
+    # DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
+    ResourceKind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims"),
+    ResourceKind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices"),
+    ResourceKind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses"),
 )
 
 
