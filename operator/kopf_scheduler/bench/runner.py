@@ -162,6 +162,17 @@ def _machine_busy() -> float:
     return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
 
 
+_COLLECTIONS = {
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
+    "ResourceClaim": "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims",
+}
+
+
+def _object_path(body: Mapping[str, Any]) -> str:
+    return _COLLECTIONS[body["kind"]].format(namespace=body["metadata"].get("namespace", ""))
+
+
 def _pods_path(body: Mapping[str, Any]) -> str:
     return f"/api/v1/namespaces/{body['metadata']['namespace']}/pods"
 
@@ -181,6 +192,9 @@ async def _setup(api: Api, plane: ControlPlane, workload: Workload) -> dict[str,
         }
         await api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body)
     times["nodes"] = await api.create_all(lambda _: "/api/v1/nodes", workload.node_objects())
+    extra = workload.cluster_objects()
+    if extra:
+        times["cluster_objects"] = await api.create_all(_object_path, extra)
     times["init_pods"] = await api.create_all(_pods_path, workload.init_objects())
     times["total"] = time.monotonic() - started
     return times

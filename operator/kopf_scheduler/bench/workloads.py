@@ -10,6 +10,7 @@ that fit nowhere.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,9 @@ class Workload:
     priority_classes: dict[str, int] = field(default_factory=dict)
     timeout: float = 240.0  # seconds to wait for the measured pods
     note: str = ""
+    # Other objects the cluster starts with (DRA: DeviceClass, ResourceSlices, ResourceClaims),
+    # created after the nodes, in order.
+    cluster_objects: Callable[[], list[Obj]] = lambda: []
 
     def node_objects(self) -> list[Obj]:
         return [node(f"node-{i:05d}", self.node_labels(i)) for i in range(self.nodes)]
@@ -167,6 +171,77 @@ def _node_affinity_pod(name: str) -> Obj:
     )
 
 
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+DRA_PODS_PER_CLAIM = 5  # scheduler_perf's pod-with-claim-ref: five pods share one claim
+
+
+def _dra_slice(index: int, node_name: str, devices: int) -> Obj:
+    """scheduler_perf's resourceslice-basic-devices: one pool per node, GPU-like attributes."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"resourceslice-{index}"},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": f"resourceslice-{index}", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {
+                    "name": f"basic-device-{d}",
+                    "attributes": {
+                        "driver": {"string": "xe"},
+                        "driverVersion": {"version": "1.2.3"},
+                        "resource.k8s.io/pciRoot": {"string": str(d % 2)},
+                        "family": {"string": "Arc Pro B-Series"},
+                        "health": {"string": "Healthy"},
+                        "model": {"string": "B60"},
+                        "pciAddress": {"string": f"0000:0{d}:00.0"},
+                        "pciId": {"string": "0xe211"},
+                        "pciRoot": {"string": f"0{d % 2}"},
+                        "resource.kubernetes.io/pciBusID": {"string": f"0000:0{d}:00.0"},
+                        "resource.kubernetes.io/pciRoot": {"string": f"pci0000:0{d % 2}"},
+                        "sriov": {"bool": True},
+                        "type": {"string": "gpu"},
+                    },
+                    "capacity": {"memory": {"value": "24480Mi"}, "millicores": {"value": "1k"}},
+                }
+                for d in range(devices)
+            ],
+        },
+    }
+
+
+def _dra_objects(nodes: int, claims: int, devices_per_node: int) -> list[Obj]:
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DRA_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+    }
+    claim_objects = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"test-claim-{i}", "namespace": NAMESPACE},
+            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]}},
+        }
+        for i in range(claims)
+    ]
+    slices = [_dra_slice(i, f"node-{i:05d}", devices_per_node) for i in range(nodes)]
+    return [device_class, *slices, *claim_objects]
+
+
+def _dra_pod(name: str) -> Obj:
+    """scheduler_perf's pod-with-claim-ref: pod N uses claim N/5."""
+    index = int(name.rsplit("-", 1)[1])
+    body = pod(name, limits=False, resourceClaims=[
+        {"name": "resource", "resourceClaimName": f"test-claim-{index // DRA_PODS_PER_CLAIM}"}
+    ])  # fmt: skip
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    return body
+
+
 # (nodes, init, measure[, unschedulable]) per scale; "full" follows the brief, "small" keeps each
 # run near a minute, "tiny" is the CI smoke size.
 _SIZES: dict[str, dict[str, tuple[int, ...]]] = {
@@ -186,6 +261,9 @@ _SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     "Unschedulable": {"tiny": (5, 0, 20, 5), "small": (500, 0, 1000, 200), "full": (5000, 0, 2000, 200)},
     "PreemptionBasic": {"tiny": (5, 20, 5), "small": (500, 2000, 500), "full": (500, 2000, 500)},
     "StartUp": {"tiny": (5, 50, 1), "small": (1000, 10000, 1), "full": (5000, 50000, 1)},
+    # scheduler_perf's dra/SchedulingWithResourceClaim 2000pods_200nodes / 5000pods_500nodes, without
+    # their init pods (ours would be created bound, with claims nobody allocated).
+    "SchedulingWithResourceClaim": {"tiny": (2, 0, 10), "small": (200, 0, 1000), "full": (500, 0, 2500)},
 }
 
 
@@ -242,6 +320,16 @@ def workloads(scale: str) -> dict[str, Workload]:
             measure_pod=lambda name: pod(name, cpu="3", priority_class="bench-high"),
             priority_classes={"bench-low": 0, "bench-high": 10},
             note="4 x 900m low-priority pods per node; each 3-CPU high-priority pod must preempt",
+        )
+    )  # fmt: skip
+    n, i, m = size("SchedulingWithResourceClaim")
+    claims = -(-m // DRA_PODS_PER_CLAIM)
+    out.append(
+        Workload(
+            "SchedulingWithResourceClaim", n, i, m,
+            measure_pod=_dra_pod,
+            cluster_objects=functools.partial(_dra_objects, n, claims, 2),
+            note=f"DRA: {n} nodes with a 2-device ResourceSlice each; {claims} claims, 5 pods per claim",
         )
     )  # fmt: skip
     n, i, m = size("StartUp")
