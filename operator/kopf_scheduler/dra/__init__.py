@@ -7,7 +7,7 @@ Pure engine code: raw resource.k8s.io/v1 objects in, ``status.allocation`` dicts
 from .allocator import ALLOCATION_RESULTS_MAX_SIZE, AllocationError, Allocator, InvalidPoolsError
 from .cel import CelCache, CelError
 from .features import DEFAULT_FEATURES, Features
-from .pools import Pool, gather_pools, node_matches
+from .pools import Pool, PoolCache, gather_pools, node_matches
 from .state import AllocatedState, DeviceID, SharedDeviceID, allocation_results, gather_allocated_state
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Features",
     "InvalidPoolsError",
     "Pool",
+    "PoolCache",
     "SharedDeviceID",
     "allocation_results",
     "gather_allocated_state",

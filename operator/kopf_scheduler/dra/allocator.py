@@ -23,9 +23,9 @@ from typing import Any
 from kopf_scheduler.api.objects import Node
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 
-from .cel import CelCache, CelError, device_data
+from .cel import CelCache, CelError
 from .features import Features
-from .pools import Pool, gather_pools, node_matches
+from .pools import Pool, PoolCache, node_matches
 from .state import AllocatedState, DeviceID
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocationError", "Allocator", "InvalidPoolsError"]
@@ -301,8 +301,10 @@ class Allocator:
         classes: Mapping[str, Raw],
         slices: Iterable[Raw],
         cel_cache: CelCache,
+        pool_cache: PoolCache | None = None,
     ) -> None:
         self.features = features
+        self.pool_cache = pool_cache if pool_cache is not None else PoolCache()
         self.allocated_state = allocated_state
         self.classes = classes
         self.cel_cache = cel_cache
@@ -315,20 +317,11 @@ class Allocator:
                 self.slices_on_node.setdefault(str(node_name), []).append(s)
             else:
                 self.slices_shared.append(s)
-        self._device_data: dict[int, tuple[Raw, dict[str, Any]]] = {}
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self.allocate_one_calls = 0
 
     def has_slices_for(self, node_name: str) -> bool:
         return bool(self.slices_shared) or node_name in self.slices_on_node
-
-    def device_data(self, driver: str, device: Raw) -> dict[str, Any]:
-        cached = self._device_data.get(id(device))
-        if cached is not None and cached[0] is device:
-            return cached[1]
-        data = device_data(driver, device)
-        self._device_data[id(device)] = (device, data)
-        return data
 
     def allocate(self, node: Node, claims: Sequence[Raw]) -> list[dict[str, Any]] | None:
         run = _Run(self, node, claims)
@@ -383,7 +376,7 @@ class _Run:
     def allocate(self) -> list[dict[str, Any]] | None:
         slices = self.a.slices_on_node.get(self.node.name, []) + self.a.slices_shared
         try:
-            self.pools = gather_pools(slices, self.node, self.features, self.a.all_slices)
+            self.pools = self.a.pool_cache.get(slices, self.node, self.features, self.a.all_slices)
         except ValueError as exc:
             raise AllocationError(f"gather pool information: {exc}") from None
         for ci, claim in enumerate(self.claims):
@@ -535,7 +528,6 @@ class _Run:
     def _selectors_match(
         self, ci: int, device: _Device, class_: Raw | None, selectors: Iterable[Raw]
     ) -> bool:
-        data: dict[str, Any] | None = None
         for i, selector in enumerate(selectors):
             expression = str((selector.get("cel") or {}).get("expression", ""))
             where = (
@@ -546,10 +538,8 @@ class _Run:
             compiled = self.a.cel_cache.get_or_compile(expression)
             if compiled.error is not None:
                 raise AllocationError(f"{where}: selector #{i}: CEL compile error: {compiled.error}")
-            if data is None:
-                data = self.a.device_data(device.id[0], device.raw)
             try:
-                if not compiled.matches(data):
+                if not self.a.cel_cache.device_matches(compiled, expression, device.id[0], device.raw):
                     return False
             except CelError as exc:
                 raise AllocationError(
@@ -571,7 +561,20 @@ class _Run:
         return device in self.allocating_capacity
 
     def _fits_remaining(self, req: _Request, device: _Device) -> bool:
-        current = self.a.allocated_state.aggregated_capacity.get(device.id, {})
+        current = self.a.allocated_state.aggregated_capacity.get(device.id)
+        if (
+            current is None
+            and req.capacity_requests is None
+            and device.id not in self.allocating_capacity
+            and not any(
+                isinstance(c, Mapping) and "requestPolicy" in c
+                for c in (device.raw.get("capacity") or {}).values()
+            )
+        ):
+            # Nothing requested and nothing consumed: what is taken is each capacity's whole value,
+            # which fits.
+            return True
+        current = current or {}
         return _fits_capacity(
             current, req.capacity_requests, device.raw, self.allocating_capacity.get(device.id)
         )

@@ -161,15 +161,49 @@ def _with_domains(
 
 
 class CelCache:
-    """Compile-once cache of selector expressions; shared by all allocators of a scheduler."""
+    """Compile-once cache of selector expressions, and what they said of each device; shared by all
+    allocators of a scheduler.
 
-    def __init__(self, max_size: int = 4096) -> None:
+    A selector's result depends on the expression and the device alone, and a device's dict is
+    replaced (by the informer) whenever its ResourceSlice changes, so results are kept per
+    (device identity, expression): a pod's Filter then evaluates CEL only for devices it has not
+    seen before.
+    """
+
+    def __init__(self, max_size: int = 4096, max_devices: int = 200_000) -> None:
         self._env = cel.NewEnv(
             variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}, functions=_overloads()
         )
         self._compiled: dict[str, Compiled] = {}
         self._max = max_size
         self._lock = threading.Lock()
+        self._data: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
+        self._results: dict[tuple[int, str], tuple[Mapping[str, Any], bool]] = {}
+        self._max_devices = max_devices
+
+    def device_data(self, driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
+        found = self._data.get(id(device))
+        if found is not None and found[0] is device:
+            return found[1]
+        data = device_data(driver, device)
+        if len(self._data) >= self._max_devices:
+            self._data.clear()
+        self._data[id(device)] = (device, data)
+        return data
+
+    def device_matches(
+        self, compiled: Compiled, expression: str, driver: str, device: Mapping[str, Any]
+    ) -> bool:
+        """``compiled.matches`` on the device, remembered; raises CelError (not remembered)."""
+        key = (id(device), expression)
+        found = self._results.get(key)
+        if found is not None and found[0] is device:
+            return found[1]
+        result = compiled.matches(self.device_data(driver, device))
+        if len(self._results) >= self._max_devices:
+            self._results.clear()
+        self._results[key] = (device, result)
+        return result
 
     def get_or_compile(self, expression: str) -> Compiled:
         found = self._compiled.get(expression)

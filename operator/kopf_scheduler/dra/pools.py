@@ -19,7 +19,7 @@ from kopf_scheduler.api.types import ObjectError
 
 from .features import Features
 
-__all__ = ["Pool", "gather_pools", "node_matches"]
+__all__ = ["Pool", "PoolCache", "gather_pools", "node_matches"]
 
 Raw = Mapping[str, Any]
 
@@ -100,6 +100,45 @@ def _relevant(slice_: Raw, node: Node) -> bool:
 def gather_pools(
     slices_for_node: Sequence[Raw], node: Node, features: Features, all_slices: Sequence[Raw]
 ) -> list[Pool]:
+    return _gather(slices_for_node, node, features, all_slices)[0]
+
+
+class PoolCache:
+    """A node's pools, kept while neither the node nor any of its slices changed (the informers
+    replace an object's dict on every update, so identity is the version).
+
+    Gathering is per node per pod otherwise, and pools depend only on those objects, except for a
+    pool split over slices of other nodes, whose completeness depends on every slice: never cached.
+    """
+
+    def __init__(self, max_size: int = 50_000) -> None:
+        self._cached: dict[tuple[int, tuple[int, ...]], tuple[Node, list[Raw], list[Pool]]] = {}
+        self._max = max_size
+
+    def get(
+        self, slices_for_node: Sequence[Raw], node: Node, features: Features, all_slices: Sequence[Raw]
+    ) -> list[Pool]:
+        key = (id(node), tuple(id(s) for s in slices_for_node))
+        found = self._cached.get(key)
+        if (
+            found is not None
+            and found[0] is node
+            and all(a is b for a, b in zip(found[1], slices_for_node, strict=True))
+        ):
+            return found[2]
+        pools, local = _gather(slices_for_node, node, features, all_slices)
+        if local:
+            if len(self._cached) >= self._max:
+                self._cached.clear()
+            self._cached[key] = (node, list(slices_for_node), pools)
+        return pools
+
+
+def _gather(
+    slices_for_node: Sequence[Raw], node: Node, features: Features, all_slices: Sequence[Raw]
+) -> tuple[list[Pool], bool]:
+    """The pools, and whether they were built from ``slices_for_node`` alone."""
+    local = True
     by_pool: dict[tuple[str, str], list[Raw]] = {}
     for slice_ in slices_for_node:
         spec = _spec(slice_)
@@ -129,6 +168,7 @@ def gather_pools(
         if len(slices) == count:
             pool = _build_pool(pid, slices, features, None)
         else:
+            local = False
             generation = _generation(slices[0])
             same: list[Raw] = []
             obsolete = False
@@ -154,7 +194,7 @@ def gather_pools(
             result.append(pool)
     result.sort(key=lambda p: p.id)
     with_binding_conditions.sort(key=lambda p: p.id)
-    return result + with_binding_conditions
+    return result + with_binding_conditions, local
 
 
 def _build_pool(

@@ -9,7 +9,9 @@ resources, selectors and node affinity (every operator, matchFields), taints and
 ports, inter-pod (anti-)affinity with namespaces/namespaceSelector/matchLabelKeys, topology spread
 (both actions, minDomains, inclusion policies, matchLabelKeys, system defaults via owners and
 Services), images, unschedulable nodes, priorities with preemption and PDBs, PVC/PV/StorageClass
-(WaitForFirstConsumer, zones, CSINode limits), and now and then more than 100 nodes.
+(WaitForFirstConsumer, zones, CSINode limits), DRA (DeviceClasses, node-local and zone-wide
+ResourceSlices, claims with counts, CEL selectors, constraints, firstAvailable, shared claims), and
+now and then more than 100 nodes.
 
 Objects are only ever what the apiserver accepts; values are picked so every scheduler outcome
 (bound, each rejection, preemption) shows up often, not so the cluster looks realistic.
@@ -73,6 +75,7 @@ class Features:
     preemption: bool = True
     volumes: bool = True
     large: bool = True  # > 100 nodes now and then
+    dra: bool = True  # DeviceClasses, ResourceSlices and pods with ResourceClaims
 
     @classmethod
     def only(cls, names: list[str]) -> Features:
@@ -144,6 +147,11 @@ class _Gen:
         self.unbound_claims: list[tuple[str, str]] = []
         self.owners: dict[str, Obj] = {}  # ns -> ReplicaSet
         self.pod_count = 0
+        # DRA draws from an rng of its own, so scenarios of earlier runs keep every other object.
+        self.drng = random.Random(f"fidelity-dra:{seed}:{index}")
+        self.dra_driver = ""  # set when this scenario has DRA devices
+        self.dra_classes: list[str] = []
+        self.dra_claims: list[tuple[str, str]] = []  # (ns, claim) made for earlier pending pods
 
     # -- helpers --
 
@@ -175,6 +183,8 @@ class _Gen:
             self.owners_and_services()
         if self.f.preemption and not sc.large and self.chance(0.4):
             self.pdbs()
+        if self.f.dra and not sc.large and self.drng.random() < 0.35:
+            self.dra()
         running = 0 if sc.large and self.chance(0.5) else self.rng.randint(0, 3 * len(sc.nodes))
         for _ in range(min(running, 40)):
             sc.running.append(self.pod(running=True))
@@ -422,6 +432,8 @@ class _Gen:
                     "controller": True,
                 }
             ]
+        if self.dra_driver and not running and self.drng.random() < 0.6:
+            self.pod_claims(ns, name, spec)
         pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
         if running:
             spec["nodeName"] = self.pick(self.node_names)
@@ -618,6 +630,114 @@ class _Gen:
         spec["volumes"] = [
             {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(chosen)
         ]
+
+    # -- dynamic resource allocation --
+
+    def dra(self) -> None:
+        """A driver of this scenario's own: classes, and devices on some nodes (or a zone's)."""
+        r, sc = self.drng, self.sc
+        driver = self.dra_driver = f"{self.p}.dra.example.com"
+        classes = {
+            f"{self.p}-gpu": f'device.driver == "{driver}"',
+            f"{self.p}-gpu-b": f'device.driver == "{driver}" && device.attributes["{driver}"].model == "b"',
+        }
+        for name, expression in classes.items():
+            self.dra_classes.append(name)
+            sc.cluster_objects.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "DeviceClass",
+                    "metadata": {"name": name, "labels": {LABEL: "1"}},
+                    "spec": {"selectors": [{"cel": {"expression": expression}}]},
+                }
+            )
+
+        def devices(prefix: str, count: int) -> list[Obj]:
+            return [
+                {
+                    "name": f"{prefix}{d}",
+                    "attributes": {
+                        "model": {"string": r.choice(("a", "b"))},
+                        "numa": {"int": r.randint(0, 1)},
+                        "driverVersion": {"version": r.choice(("1.0.0", "1.2.0"))},
+                    },
+                    "capacity": {"memory": {"value": r.choice(("8Gi", "16Gi"))}},
+                }
+                for d in range(count)
+            ]
+
+        for node in self.node_names:
+            if r.random() < 0.7:
+                sc.cluster_objects.append(
+                    self.dra_slice(f"{node}-dev", {"nodeName": node}, node, devices("dev", r.randint(1, 3)))
+                )
+        if self.zones and r.random() < 0.25:
+            zone = r.choice(self.zones)
+            selector = {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+                ]
+            }
+            sc.cluster_objects.append(
+                self.dra_slice(f"{zone}-net", {"nodeSelector": selector}, f"{zone}-net", devices("net", 2))
+            )
+
+    def dra_slice(self, name: str, where: Obj, pool: str, devices: list[Obj]) -> Obj:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": name, "labels": {LABEL: "1"}},
+            "spec": {
+                "driver": self.dra_driver,
+                **where,
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }
+
+    def pod_claims(self, ns: str, name: str, spec: Obj) -> None:
+        """One claim for the pod (now and then one an earlier pod has too), of varied requests."""
+        r, driver = self.drng, self.dra_driver
+        mine = [c for n, c in self.dra_claims if n == ns]
+        if mine and r.random() < 0.2:
+            claim_name = r.choice(mine)
+        else:
+            claim_name = f"{name}-gpu"
+            exactly: Obj = {"deviceClassName": r.choice(self.dra_classes)}
+            if r.random() < 0.05:
+                exactly["deviceClassName"] = f"{self.p}-missing"  # the reference's unknown-class message
+            if r.random() < 0.3:
+                exactly["count"] = 2
+            if r.random() < 0.3:
+                exactly["selectors"] = [
+                    {"cel": {"expression": r.choice((
+                        f'device.capacity["{driver}"].memory.compareTo(quantity("16Gi")) >= 0',
+                        f'device.attributes["{driver}"].numa == 1',
+                        f'device.attributes["{driver}"].driverVersion.isGreaterThan(semver("1.1.0"))',
+                    ))}}
+                ]  # fmt: skip
+            devices: Obj
+            if r.random() < 0.15:
+                subs = [
+                    {"name": "two", "deviceClassName": exactly["deviceClassName"], "count": 2},
+                    {"name": "one", "deviceClassName": exactly["deviceClassName"]},
+                ]
+                devices = {"requests": [{"name": "gpu", "firstAvailable": subs}]}
+            else:
+                devices = {"requests": [{"name": "gpu", "exactly": exactly}]}
+                if exactly.get("count") == 2 and r.random() < 0.5:
+                    devices["constraints"] = [{"matchAttribute": f"{driver}/numa"}]
+            self.sc.namespaced_objects.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": claim_name, "namespace": ns, "labels": {LABEL: "1"}},
+                    "spec": {"devices": devices},
+                }
+            )
+            self.dra_claims.append((ns, claim_name))
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+        spec["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
 
 
 def generate(seed: int, index: int, features: Features | None = None) -> Scenario:

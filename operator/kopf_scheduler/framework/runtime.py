@@ -714,8 +714,11 @@ class Framework:
         pos = 0
         processed = 0
         chunk = max(_CHUNK, num_to_find)
+        # A plugin that filters node by node (DynamicResources allocating devices): look at no more
+        # rows at a time than could still be needed, as the reference's search stops once it has enough.
+        per_node = any(fn is None for fn in vector_fns)
         while pos < n and found < num_to_find:
-            idx = rows[pos : pos + chunk]
+            idx = rows[pos : pos + (num_to_find - found if per_node else chunk)]
             m = len(idx)
             ok = np.ones(m, dtype=bool)
             special = self._rows_with_nominated(idx, pod)

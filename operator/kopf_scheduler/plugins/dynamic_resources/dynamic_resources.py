@@ -28,7 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kopf_scheduler.api.objects import parse_node_selector
 from kopf_scheduler.api.types import NodeSelector, ObjectError
-from kopf_scheduler.dra import DEFAULT_FEATURES, AllocationError, Allocator, CelCache, InvalidPoolsError
+from kopf_scheduler.dra import (
+    DEFAULT_FEATURES,
+    AllocationError,
+    Allocator,
+    CelCache,
+    InvalidPoolsError,
+    PoolCache,
+)
 from kopf_scheduler.framework.client import ApiError, Conflict
 from kopf_scheduler.framework.events import (
     ActionType,
@@ -98,6 +105,8 @@ class DynamicResourcesArgs(BaseModel):
 @dataclass(slots=True)
 class _ClaimInfo:
     available_on: NodeSelector | None = None  # an allocated claim's node selector
+    # The same, when it only names nodes (node-local devices: a matchFields metadata.name In term).
+    on_nodes: frozenset[str] | None = None
     allocation: Mapping[str, Any] | None = None  # set at Reserve for claims allocated here
 
 
@@ -302,6 +311,7 @@ class DynamicResources(Plugin):
                 classes,
                 list(self._objects.get("ResourceSlice", {}).values()),
                 self.cel_cache,
+                _POOL_CACHE,
             )
         s.claims, s.infos = claims, infos
         return None, None
@@ -326,7 +336,12 @@ class DynamicResources(Plugin):
         unavailable = [
             i
             for i, info in enumerate(s.infos)
-            if info.available_on is not None and not info.available_on.matches(node.name, node.labels)
+            if info.available_on is not None
+            and (
+                node.name not in info.on_nodes
+                if info.on_nodes is not None
+                else not info.available_on.matches(node.name, node.labels)
+            )
         ]
         if s.allocator is not None:
             claims = [c for _, c in s.to_allocate()]
@@ -410,7 +425,7 @@ class DynamicResources(Plugin):
         tracker = self.tracker
         for (index, claim), allocation in zip(to_allocate, allocations, strict=True):
             s.infos[index].allocation = allocation
-            pending = copy.deepcopy(dict(claim))
+            pending = _writable(claim)
             finalizers = pending.setdefault("metadata", {}).setdefault("finalizers", [])
             if FINALIZER not in finalizers:
                 finalizers.append(FINALIZER)
@@ -473,7 +488,7 @@ class DynamicResources(Plugin):
         client = self.handle.client if self.handle is not None else None
         if client is None:
             raise _BindError("no cluster client to write ResourceClaims")
-        claim: dict[str, Any] = copy.deepcopy(dict(s.claims[index]))
+        claim: dict[str, Any] = _writable(s.claims[index])
         allocation = s.infos[index].allocation
         meta = claim.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
@@ -498,7 +513,7 @@ class DynamicResources(Plugin):
                                 raise
                             raise _BindError(f"add finalizer to claim {namespace}/{name}: {exc}") from None
                         status = claim.setdefault("status", {})
-                    status["allocation"] = copy.deepcopy(dict(allocation))
+                    status["allocation"] = dict(allocation)  # made for this claim alone
                 status["reservedFor"] = [*(status.get("reservedFor") or ()), binding]
                 if not status.get("allocation"):
                     raise _BindError(f"claim {namespace}/{name} got deallocated elsewhere in the meantime")
@@ -569,7 +584,36 @@ class _BindError(Exception):
     pass
 
 
-_CEL_CACHE = CelCache()  # compiled selectors are the same for every profile
+# Compiled selectors, their results per device and each node's pools are the same for every
+# profile and every cycle until the objects change; kept across cycles, as the reference keeps
+# its CEL cache.
+_CEL_CACHE = CelCache()
+_POOL_CACHE = PoolCache()
+
+
+def _writable(claim: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy whose metadata and status may be changed; the spec (never written) is shared.
+
+    A deep copy of every claim written cost more than the allocation itself."""
+    meta = dict(claim.get("metadata") or {})
+    if "finalizers" in meta:
+        meta["finalizers"] = list(meta["finalizers"])
+    status = dict(claim.get("status") or {})
+    if "reservedFor" in status:
+        status["reservedFor"] = list(status["reservedFor"])
+    return {**claim, "metadata": meta, "status": status}
+
+
+def _named_nodes(selector: NodeSelector) -> frozenset[str] | None:
+    if len(selector.terms) != 1:
+        return None
+    (term,) = selector.terms
+    if term.match_expressions or len(term.match_fields) != 1:
+        return None
+    (req,) = term.match_fields
+    if req.key != "metadata.name" or req.operator != "In":
+        return None
+    return frozenset(req.values)
 
 
 def _now_rfc3339() -> str:
