@@ -595,9 +595,7 @@ class Framework:
         self._filter_entries = entries
         return entries
 
-    def _run_filter_plugins_timed(
-        self, state: CycleState, pod: Pod, node_info: NodeInfo
-    ) -> Status | None:
+    def _run_filter_plugins_timed(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """``run_filter_plugins`` in a cycle sampled for plugin_execution_duration_seconds."""
         skip = state.skip_filter_plugins
         evals = self._evals_filter
@@ -746,6 +744,10 @@ class Framework:
                     continue
                 node_rejected: list[int] = []
                 looked.append((evals[p.name], node_rejected))
+                # The last Filter, node by node: rows it passes are feasible, so it may stop once it
+                # has passed as many as are still needed (rows past that are never counted).
+                stop_after = num_to_find - found if p is filters[-1] and not special_pos.size else 0
+                passed = 0
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
                     if timings is not None:
                         t0 = _perf()
@@ -762,6 +764,10 @@ class Framework:
                         ok[j] = False
                         node_rejected.append(j)
                         eager.append((j, status))
+                    elif stop_after:
+                        passed += 1
+                        if passed >= stop_after:
+                            break
             for j in special_pos.tolist():
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
                 if status is not None and not is_success(status):
@@ -906,17 +912,13 @@ class Framework:
 
     # -- Score --
 
-    def run_pre_score_plugins(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> Status | None:
+    def run_pre_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         start = _perf()
         status = self._run_pre_score_plugins(state, pod, nodes)
         self._observe(PRE_SCORE, status, start)
         return status
 
-    def _run_pre_score_plugins(
-        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
-    ) -> Status | None:
+    def _run_pre_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         skip: set[str] = set()
         evals = self._evals_pre_score
         timed = state.record_plugin_metrics

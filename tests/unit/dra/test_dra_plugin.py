@@ -243,3 +243,31 @@ def test_args_durations(value: Any, seconds: float) -> None:
     from kopf_scheduler.plugins.dynamic_resources import DynamicResourcesArgs
 
     assert DynamicResourcesArgs.model_validate({"filterTimeout": value}).filter_timeout == seconds
+
+
+def test_allocation_stops_once_enough_nodes_are_feasible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above 100 nodes the reference stops filtering once it has found enough feasible nodes
+    (numFeasibleNodesToFind); the per-node allocation must not run on the rest."""
+    from kopf_scheduler.bench.workloads import workloads
+    from kopf_scheduler.simulate import documents_to_inputs
+
+    w = workloads("small")["SchedulingWithResourceClaim"]  # 200 nodes, 2 devices each
+    objs = w.node_objects() + w.cluster_objects()
+    pods = w.measure_objects("kopf-scheduler")[:5]  # five pods sharing test-claim-0
+    for i, p in enumerate(pods):
+        p["metadata"]["uid"] = f"u{i}"
+    inputs = documents_to_inputs([(str(i), o) for i, o in enumerate(objs + pods)])
+    calls = {"filter": 0}
+    original = DynamicResources.filter
+
+    def counting(self: DynamicResources, *args: Any) -> Any:
+        calls["filter"] += 1
+        return original(self, *args)
+
+    monkeypatch.setattr(DynamicResources, "filter", counting)
+    outcomes = asyncio.run(simulate(inputs, 0))
+    assert all(o.node for o in outcomes)
+    assert len({o.node for o in outcomes}) == 1  # one claim, one node
+    # The first pod allocates: 100 nodes (200 nodes * 48 %, at least 100) looked at, not 200;
+    # the other four use the allocated claim and need no per-node call at all.
+    assert calls["filter"] == 100

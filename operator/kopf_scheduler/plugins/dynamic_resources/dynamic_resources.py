@@ -60,6 +60,7 @@ from .dra_manager import ClaimTracker, tracker_for
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = ["STATE_KEY", "STATE_NOT_FOUND", "DynamicResources", "DynamicResourcesArgs"]
@@ -360,6 +361,31 @@ class DynamicResources(Plugin):
         if s.allocator is not None:
             s.node_allocations[node.name] = allocations
         return None
+
+    def filter_vector(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
+    ) -> np.ndarray | None:
+        """Claims all allocated already: only their node selectors decide, without a per-node call
+        (rejected rows get their status from ``filter`` when a diagnosis needs it). Claims to
+        allocate take the per-node path."""
+        s = state.get(STATE_KEY)
+        if s is None or s.allocator is not None:
+            return None
+        infos = snapshot.node_infos
+        mask = np.ones(len(idx), dtype=bool)
+        for info in s.infos:
+            if info.available_on is None:
+                continue
+            if info.on_nodes is not None:
+                names = info.on_nodes
+                ok = [infos[r].node is not None and infos[r].node.name in names for r in idx.tolist()]
+            else:
+                sel = info.available_on
+                ok = [
+                    (n := infos[r].node) is not None and sel.matches(n.name, n.labels) for r in idx.tolist()
+                ]
+            mask &= np.asarray(ok, dtype=bool)
+        return mask
 
     def post_filter(
         self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
