@@ -75,6 +75,9 @@ _COLLECTIONS: dict[str, tuple[str, bool]] = {  # kind -> (collection path, names
     "ReplicaSet": ("/apis/apps/v1/namespaces/{ns}/replicasets", True),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1/priorityclasses", False),
     "RuntimeClass": ("/apis/node.k8s.io/v1/runtimeclasses", False),
+    "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True),
 }
 # What simulate's handle.objects holds, keyed as ``load_documents`` keys it; Services and
 # ReplicaSets feed PodTopologySpread's system-default selector.
@@ -88,6 +91,9 @@ _SIM_KINDS = (
     "PriorityClass",
     "Service",
     "ReplicaSet",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaim",
 )
 
 
@@ -412,7 +418,11 @@ class Driver:
         self.watches.terminating_since.clear()
         self.watches.runner_deletes.clear()
         for obj in sc.cluster_objects + sc.namespaced_objects:
-            if obj["kind"] in ("PersistentVolume", "PersistentVolumeClaim"):  # protection finalizers
+            if obj["kind"] in (
+                "PersistentVolume",
+                "PersistentVolumeClaim",
+                "ResourceClaim",
+            ):  # protection finalizers
                 with contextlib.suppress(RuntimeError):
                     await self.patch(item_path(obj), {"metadata": {"finalizers": None}})
             await self.delete(item_path(obj), force=False)
@@ -536,12 +546,14 @@ class Driver:
         ]
         ours: Outcome | None = None
         ours_obj: Obj = {}
+        claims = await self._claims_of(body)  # as they are before either scheduler decides
         if self.opts.live:
             mark = time.monotonic()
             ours_body = self._copy(body, f"{body['metadata']['name']}-o", "kopf-scheduler")
             ours, ours_obj = await self.decide(ours_body, mark=mark)
             await self.delete_pod(pod_key(ours_body))
             await self.restore(ours.victims)
+            await self._restore_claims(claims)
         mark = time.monotonic()
         ref_body = self._copy(body, body["metadata"]["name"], "default-scheduler")
         ref, ref_obj = await self.decide(ref_body, mark=mark)
@@ -573,11 +585,45 @@ class Driver:
             template = ours_obj or ref_obj
             if template:
                 simulated = await self.simulate(
-                    bound_now, self._copy(template, body["metadata"]["name"] + "-s", "kopf-scheduler")
+                    bound_now, self._copy(template, body["metadata"]["name"] + "-s", "kopf-scheduler"), claims
                 )
         self.decisions.append(Decision(seed, sc.index, key, len(sc.nodes), ref, [], ours, simulated))
 
-    async def simulate(self, bound: Sequence[Obj], pod: Obj) -> Outcome:
+    async def _claims_of(self, body: Obj) -> dict[str, Obj]:
+        """Every ResourceClaim the run made (all namespaces: they all hold devices) when the pod
+        has claims, else none."""
+        if not (body.get("spec") or {}).get("resourceClaims"):
+            return {}
+        query = urlencode({"labelSelector": f"{LABEL}=1"})
+        listing = await self.api.request("GET", f"/apis/resource.k8s.io/v1/resourceclaims?{query}")
+        return {
+            f"{c['metadata']['namespace']}/{c['metadata']['name']}": {"kind": "ResourceClaim", **c}
+            for c in listing.get("items") or []
+        }
+
+    async def _restore_claims(self, claims: Mapping[str, Obj]) -> None:
+        """Undo ours' allocations and reservations (the resourceclaim controller's part), so the
+        reference decides on the claims as ours found them."""
+        changed = False
+        for key, before in claims.items():
+            ns, name = key.split("/", 1)
+            path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{quote(name)}"
+            now = await self.api.request("GET", path)
+            if (now.get("status") or {}) == (before.get("status") or {}) and now["metadata"].get(
+                "finalizers"
+            ) == before["metadata"].get("finalizers"):
+                continue
+            changed = True
+            now["metadata"]["finalizers"] = before["metadata"].get("finalizers")
+            now = await self.api.request("PUT", path, now)
+            now["status"] = before.get("status") or {}
+            await self.api.request("PUT", f"{path}/status", now)
+        if changed:  # the reference's informer must see the claims as they were
+            await asyncio.sleep(self.opts.settle)
+
+    async def simulate(
+        self, bound: Sequence[Obj], pod: Obj, claims: Mapping[str, Obj] | None = None
+    ) -> Outcome:
         from kopf_scheduler.api.objects import parse_node, parse_pod
         from kopf_scheduler.api.types import ObjectError
         from kopf_scheduler.simulate import Inputs, simulate
@@ -592,6 +638,8 @@ class Driver:
                 pending=[parse_pod(pending)],
                 objects={k: dict(v) for k, v in self.sim_state["objects"].items()},
             )
+            if claims:  # as they were before this decision (the setup-time listing is older)
+                inputs.objects["ResourceClaim"] = {k: dict(v) for k, v in claims.items()}
             with _scores_of(str(meta["name"])) as scores:
                 (result,) = await simulate(inputs, seed=0)
         except (ObjectError, ValueError) as exc:
