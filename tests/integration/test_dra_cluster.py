@@ -7,6 +7,7 @@ would need it (freeing a claim whose pod is gone).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -214,3 +215,43 @@ def test_missing_claim_waits_at_pre_enqueue_then_schedules(
     create(plane, gpu_claim(f"late-{tag}", namespace, cls))  # the claim's Add event requeues the pod
     wait_for(lambda: node_of(plane, namespace, f"early-{tag}") or None, 30, what=replica.logs())
     assert node_of(plane, namespace, f"early-{tag}") == host
+
+
+def test_claim_from_template_waits_until_generated(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    """A template entry has no claim until the resourceclaim controller makes one (played here: a
+    claim owned by the pod, then the pod's status.resourceClaimStatuses); the pod waits at
+    PreEnqueue and is scheduled on the status update."""
+    plane, tag = control_plane, uuid.uuid4().hex[:6]
+    host, cls = f"dra-tmpl-{tag}", f"tmpl-{tag}"
+    driver = f"tmpl-{tag}.example.com"
+    create(plane, node(host), device_class(cls, driver), gpu_slice(host, 1, driver))
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": f"t-{tag}", "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}},
+    }
+    body = pod(f"gen-{tag}", namespace)
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": f"t-{tag}"}]
+    create(plane, template, body)
+    time.sleep(2.0)
+    assert not node_of(plane, namespace, f"gen-{tag}")  # no claim yet: held at PreEnqueue
+    uid = get_json(plane, "pod", f"gen-{tag}", "-n", namespace)["metadata"]["uid"]
+    claim = gpu_claim(f"gen-{tag}-gpu", namespace, cls)
+    claim["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": f"gen-{tag}", "uid": uid, "controller": True}
+    ]
+    create(plane, claim)
+    generated = {
+        "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": f"gen-{tag}-gpu"}]}
+    }
+    plane.kubectl(
+        "patch", "pod", f"gen-{tag}", "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps(generated),
+    )  # fmt: skip
+    wait_for(lambda: node_of(plane, namespace, f"gen-{tag}") or None, 30, what="generated claim allocated")
+    assert node_of(plane, namespace, f"gen-{tag}") == host
+    status = claim_status(plane, namespace, f"gen-{tag}-gpu")
+    assert status["reservedFor"][0]["uid"] == uid

@@ -59,7 +59,7 @@ EXTENSION_POINTS: dict[str, tuple[str, ...]] = {
 # The reference's getDefaultPlugins (v1.37.2) with its default feature gates applied:
 # NodeDeclaredFeatures (GA) is appended last and, DynamicResourceAllocation being GA and locked
 # on, DynamicResources (weight 2) goes right before DefaultPreemption (applyDynamicResources), so
-# its PostFilter runs first. Only its behaviour for pods without ResourceClaims is modelled.
+# its PostFilter runs first.
 # (name, weight) where weight matters only for Score plugins.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),

@@ -271,3 +271,58 @@ def test_allocation_stops_once_enough_nodes_are_feasible(monkeypatch: pytest.Mon
     # The first pod allocates: 100 nodes (200 nodes * 48 %, at least 100) looked at, not 200;
     # the other four use the allocated claim and need no per-node call at all.
     assert calls["filter"] == 100
+
+
+def _bc_world() -> tuple[DynamicResources, dict[str, dict[str, Any]]]:
+    plugin, objects = world(gpu_claim("a"))
+    dev = device("gpu-0", bindingConditions=["attached"], bindingFailureConditions=["failed"])
+    objects["ResourceSlice"] = {"s": resource_slice("s", "node-1", "p", "gpu.example.com", dev)}
+    plugin.poll_interval = 0.01
+    return plugin, objects
+
+
+def _bind_with_driver(plugin: DynamicResources, objects: dict[str, Any], condition: str | None) -> Any:
+    state, p = CycleState(), pod("p1", claim="a")
+    plugin.pre_filter(state, p, [])
+    assert plugin.filter(state, p, NodeInfo("node-1")) is None  # type: ignore[arg-type]
+    plugin.reserve(state, p, "node-1")
+
+    async def go() -> Any:
+        task = asyncio.ensure_future(plugin.pre_bind(state, p, "node-1"))
+        for _ in range(200):  # the driver sees the allocation, then reports on the device
+            await asyncio.sleep(0.01)
+            stored = objects["ResourceClaim"]["default/a"]
+            if (stored.get("status") or {}).get("allocation"):
+                break
+        if condition is not None:
+            stored = copy.deepcopy(objects["ResourceClaim"]["default/a"])
+            stored["status"]["devices"] = [
+                {
+                    "driver": "gpu.example.com",
+                    "pool": "p",
+                    "device": "gpu-0",
+                    "conditions": [{"type": condition, "status": "True"}],
+                }
+            ]
+            stored["metadata"]["resourceVersion"] = "999"
+            objects["ResourceClaim"]["default/a"] = stored
+        return await task
+
+    return asyncio.run(go())
+
+
+def test_pre_bind_waits_for_binding_conditions() -> None:
+    plugin, objects = _bc_world()
+    assert _bind_with_driver(plugin, objects, "attached") is None
+    result = objects["ResourceClaim"]["default/a"]["status"]["allocation"]["devices"]["results"][0]
+    assert result["bindingConditions"] == ["attached"]
+
+
+def test_pre_bind_fails_on_binding_failure_condition_and_times_out() -> None:
+    plugin, objects = _bc_world()
+    status = _bind_with_driver(plugin, objects, "failed")
+    assert status is not None and status.code == Code.ERROR and "device binding failed" in status.message
+    plugin, objects = _bc_world()
+    plugin.binding_timeout = 0.05
+    status = _bind_with_driver(plugin, objects, None)
+    assert status is not None and status.message == "device binding timeout"

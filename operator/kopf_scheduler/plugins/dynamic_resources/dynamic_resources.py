@@ -209,7 +209,7 @@ class DynamicResources(Plugin):
             # A deleted claim frees its devices for everyone.
             return (
                 QueueingHint.QUEUE
-                if (old or {}).get("status", {}).get("allocation")
+                if ((old or {}).get("status") or {}).get("allocation")
                 else QueueingHint.QUEUE_SKIP
             )
         if (
