@@ -14,7 +14,9 @@ rebuilds its plugins, and in-flight allocations must survive that.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -44,6 +46,15 @@ class ClaimTracker:
         self._pending: dict[str, Raw] = {}  # claim uid -> claim with status.allocation
         self._assumed: dict[str, Raw] = {}  # claim key -> claim as the API returned it
         self._lock = threading.Lock()
+        self._write_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def write_lock(self, namespace: str, name: str) -> asyncio.Lock:
+        """The lock PreBind holds while writing this claim (alive while anyone holds or awaits it)."""
+        key = f"{namespace}/{name}"
+        lock = self._write_locks.get(key)
+        if lock is None:
+            lock = self._write_locks[key] = asyncio.Lock()
+        return lock
 
     def _informer(self) -> Mapping[str, Any]:
         return self._objects.get(KIND, {})

@@ -511,13 +511,24 @@ class DynamicResources(Plugin):
         return None
 
     async def _bind_claim(self, s: _StateData, index: int, pod: Pod) -> Mapping[str, Any]:
+        meta = s.claims[index].get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+        # One write at a time per claim, each from the newest version this scheduler knows (its own
+        # last write included): pods sharing a claim bind concurrently, and writing from the copy
+        # PreFilter saw made most of their reservations conflict and be read back (a GET and a
+        # failed PUT each). Conflicts with other writers are still retried below.
+        async with self.tracker.write_lock(namespace, name):
+            latest = self.tracker.get(namespace, name)
+            if latest is None or uid_of(latest) != uid_of(s.claims[index]):
+                latest = s.claims[index]
+            return await self._write_claim(_writable(latest), s.infos[index].allocation, pod, namespace, name)
+
+    async def _write_claim(
+        self, claim: dict[str, Any], allocation: Mapping[str, Any] | None, pod: Pod, namespace: str, name: str
+    ) -> Mapping[str, Any]:
         client = self.handle.client if self.handle is not None else None
         if client is None:
             raise _BindError("no cluster client to write ResourceClaims")
-        claim: dict[str, Any] = _writable(s.claims[index])
-        allocation = s.infos[index].allocation
-        meta = claim.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
         binding = {"resource": "pods", "name": pod.name, "uid": pod.uid}
         for attempt in range(CONFLICT_RETRIES):
             if attempt:
