@@ -35,6 +35,7 @@ from pathlib import Path
 __all__ = ["ControlPlane", "build", "find_module_dir", "running_control_plane"]
 
 ADMIN_TOKEN_USER = "kopf-scheduler-admin"
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"  # bound by the bootstrap RBAC policy
 _PR_SET_PDEATHSIG = 1
 
 
@@ -150,10 +151,17 @@ def _kubeconfig(server: str, user: str, token: str, ca_pem: bytes) -> str:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver on free loopback ports, with RBAC on and an admin kubeconfig."""
+    """etcd + kube-apiserver on free loopback ports, with RBAC on and an admin kubeconfig; with
+    ``controllers``, kube-controller-manager too (ResourceClaimTemplates become claims, ReplicaSets
+    make pods, PDBs get a status, as in a real cluster)."""
 
     def __init__(
-        self, binary: Path | None = None, workdir: Path | None = None, *, log_to_files: bool = True
+        self,
+        binary: Path | None = None,
+        workdir: Path | None = None,
+        *,
+        log_to_files: bool = True,
+        controllers: bool = False,
     ) -> None:
         self.bin_path = binary or build()
         self._own_workdir = workdir is None
@@ -164,6 +172,8 @@ class ControlPlane:
         self.port = _free_port()
         self.server = f"https://127.0.0.1:{self.port}"
         self.admin_token = hashlib.sha256(os.urandom(32)).hexdigest()
+        self.controllers = controllers
+        self.controller_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.ca_pem = b""
@@ -177,6 +187,9 @@ class ControlPlane:
         self.start_etcd()
         self.start_apiserver()
         self.wait_ready(timeout)
+        if self.controllers:
+            self.start_controller_manager()
+            self.wait_controllers(timeout)
         self.start_seconds = time.monotonic() - started
         return self
 
@@ -247,6 +260,7 @@ class ControlPlane:
         self.ca_pem = (certs / "ca.crt").read_bytes()
         (self.workdir / "tokens.csv").write_text(
             f'{self.admin_token},{ADMIN_TOKEN_USER},1,"system:masters"\n'
+            f"{self.controller_token},{CONTROLLER_MANAGER_USER},2\n"
         )
         self.kubeconfig.write_text(_kubeconfig(self.server, ADMIN_TOKEN_USER, self.admin_token, self.ca_pem))
 
@@ -300,6 +314,51 @@ class ControlPlane:
             ],
         )
 
+    def start_controller_manager(self) -> None:
+        """kube-controller-manager as ``system:kube-controller-manager`` (its bootstrap RBAC role),
+        each controller with its own ServiceAccount's token, as kubeadm runs it.
+
+        Node lifecycle is off: no kubelet heartbeats here, so it would taint every node unreachable.
+        """
+        certs = self.workdir / "certs"
+        config = self.workdir / "controller-manager.kubeconfig"
+        config.write_text(
+            _kubeconfig(self.server, CONTROLLER_MANAGER_USER, self.controller_token, self.ca_pem)
+        )
+        self._spawn(
+            "kube-controller-manager",
+            [
+                "kube-controller-manager",
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={_free_port()}",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={certs / 'sa.key'}",
+                f"--root-ca-file={certs / 'ca.crt'}",
+                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-lifecycle-controller",
+                "--leader-elect=false",
+                "--v=0",
+            ],
+        )
+
+    def wait_controllers(self, timeout: float = 120.0) -> None:
+        """Until the ServiceAccount controller has made ``default`` in ``default`` (controllers run)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self.processes.get("kube-controller-manager")
+            if proc is not None and proc.poll() is not None:
+                log = self.tail_log("kube-controller-manager")
+                raise RuntimeError(f"kube-controller-manager exited with {proc.returncode}:\n{log}")
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.kubectl("get", "serviceaccount", "default", "-n", "default")
+                return
+            time.sleep(0.5)
+        raise TimeoutError(
+            f"controllers not running after {timeout}s:\n{self.tail_log('kube-controller-manager')}"
+        )
+
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
@@ -348,7 +407,7 @@ class ControlPlane:
         self.wait_ready()
 
     def stop(self) -> None:
-        for name in ("kube-apiserver", "etcd", *list(self.processes)):
+        for name in ("kube-controller-manager", "kube-apiserver", "etcd", *list(self.processes)):
             self.stop_process(name)
         if self._own_workdir and not os.environ.get("KOPF_SCHEDULER_KEEP_CP"):
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -400,8 +459,8 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running_control_plane() -> Iterator[ControlPlane]:
-    plane = ControlPlane()
+def running_control_plane(*, controllers: bool = False) -> Iterator[ControlPlane]:
+    plane = ControlPlane(controllers=controllers)
     try:
         yield plane.start()
     finally:
@@ -415,6 +474,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action", choices=["build", "up", "versions"], help="build the binary, run one, or show versions"
     )
+    parser.add_argument(
+        "--controllers",
+        action="store_true",
+        help="up: also run kube-controller-manager (ResourceClaimTemplates, ReplicaSets, PDB status)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -426,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "build":
         print(f"{binary} ({time.monotonic() - started:.1f}s)")
         return 0
-    with running_control_plane() as plane:
+    with running_control_plane(controllers=args.controllers) as plane:
         print(f"control plane ready in {plane.start_seconds:.1f}s at {plane.server}")
         print(f"export KUBECONFIG={plane.kubeconfig}")
         print("Ctrl-C stops it.", flush=True)

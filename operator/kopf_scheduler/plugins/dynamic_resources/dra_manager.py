@@ -64,12 +64,14 @@ class ClaimTracker:
         seen = self._informer().get(key)
         assumed = self._assumed.get(key)
         if assumed is not None:
-            if seen is None or (
+            if seen is not None and (
                 (seen.get("metadata") or {}).get("uid") == (assumed.get("metadata") or {}).get("uid")
                 and _rv(seen) < _rv(assumed)
             ):
                 return assumed
-            self._assumed.pop(key, None)  # the watch caught up (or the claim was replaced)
+            # The watch caught up, or the claim was replaced or deleted (only claims the informer
+            # had are ever written, so an absent one is gone).
+            self._assumed.pop(key, None)
         return seen
 
     def all(self) -> Iterator[Raw]:

@@ -1,9 +1,10 @@
 // Command kcp is a multi-call binary: one link of the shared Kubernetes code base
-// instead of four keeps the cold build within CI's budget on a 2-core machine.
+// instead of five keeps the cold build within CI's budget on a 2-core machine.
 //
 //	kcp etcd [flags]            embedded etcd server (go.etcd.io/etcd/server/v3)
 //	kcp kube-apiserver [flags]  k8s.io/kubernetes/cmd/kube-apiserver
 //	kcp kube-scheduler [flags]  the reference scheduler, for side-by-side benchmarks
+//	kcp kube-controller-manager [flags]  the controllers (resourceclaim, replicaset, disruption, ...)
 //	kcp kubectl [args]          kubectl at the same version
 //	kcp version                 prints the pinned versions
 package main
@@ -18,6 +19,7 @@ import (
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
@@ -33,7 +35,7 @@ func main() {
 	args := os.Args[1:]
 	if name == "kcp" {
 		if len(args) == 0 {
-			fmt.Fprintln(os.Stderr, "usage: kcp etcd|kube-apiserver|kube-scheduler|kubectl|version [args]")
+			fmt.Fprintln(os.Stderr, "usage: kcp etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kubectl|version [args]")
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
@@ -47,6 +49,8 @@ func main() {
 		os.Exit(cli.Run(apiserver.NewAPIServerCommand()))
 	case "kube-scheduler":
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
+	case "kube-controller-manager":
+		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
 	case "kubectl":
 		if err := cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()); err != nil {
 			kubectlutil.CheckErr(err)
