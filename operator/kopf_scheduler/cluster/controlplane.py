@@ -337,7 +337,7 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={certs / 'sa.key'}",
                 f"--root-ca-file={certs / 'ca.crt'}",
-                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-lifecycle-controller",
+                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
                 "--leader-elect=false",
                 "--v=0",
             ],
