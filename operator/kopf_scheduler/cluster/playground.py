@@ -1,9 +1,12 @@
 """``kopf-scheduler playground``: the whole job on a machine with no cluster.
 
-Starts the local control plane, applies ``crds/``, creates a handful of nodes (two zones, one of
-them tainted) and pods of several shapes, runs ``kopf-scheduler run`` against it as a separate
-process (exactly what a user runs), and shows where each pod went. Binds are real ``pods/binding``
-calls against a real kube-apiserver; the table is read back from the apiserver, not from us.
+Starts the local control plane (with kube-controller-manager), applies ``crds/``, creates a
+handful of nodes (two zones, one of them tainted) and pods of several shapes, plus a GPU node pool
+whose devices a (simulated) DRA driver publishes in ResourceSlices and trainer pods that each ask
+for a GPU through a ResourceClaimTemplate; runs ``kopf-scheduler run`` against it as a separate
+process (exactly what a user runs), and shows where each pod went and which GPU each trainer got.
+Binds are real ``pods/binding`` calls against a real kube-apiserver; the table is read back from the
+apiserver, not from us.
 """
 
 from __future__ import annotations
@@ -23,11 +26,15 @@ __all__ = ["add_arguments", "run"]
 
 SCHEDULER_NAME = "kopf-scheduler"
 NAMESPACE = "playground"
+GPU_DRIVER = "gpu.playground.example.com"
+GPUS_PER_NODE = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=4, help="number of nodes (default 4)")
     parser.add_argument("--pods", type=int, default=12, help="number of pods (default 12)")
+    parser.add_argument("--gpu-nodes", type=int, default=2, help="GPU pool nodes, 2 GPUs each (default 2)")
+    parser.add_argument("--gpu-pods", type=int, default=2, help="pods asking for a GPU by claim (default 2)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the binds")
     parser.add_argument("--keep", action="store_true", help="keep the control plane running until Ctrl-C")
 
@@ -98,6 +105,92 @@ def _pod(i: int) -> dict[str, Any]:
     }
 
 
+def _gpu_pool(nodes: int) -> list[dict[str, Any]]:
+    """The GPU pool: nodes labelled pool=gpu, the DeviceClass, one ResourceSlice per node (what a DRA
+    driver's kubelet plugin would publish), and the claim template trainers use."""
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": GPU_DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+            "spec": {
+                "spec": {
+                    "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_DRIVER}}]}
+                }
+            },
+        },
+    ]
+    for i in range(nodes):
+        name = f"gpu-node-{i}"
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "pool": "gpu"}},
+                "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+            }
+        )
+        out.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-gpus"},
+                "spec": {
+                    "driver": GPU_DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [
+                        {
+                            "name": f"gpu-{d}",
+                            "attributes": {"model": {"string": "a100"}, "index": {"int": d}},
+                            "capacity": {"memory": {"value": "80Gi"}},
+                        }
+                        for d in range(GPUS_PER_NODE)
+                    ],
+                },
+            }
+        )
+    return out
+
+
+def _trainer(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"trainer-{i}", "namespace": NAMESPACE, "labels": {"app": "trainer"}},
+        "spec": {
+            "schedulerName": SCHEDULER_NAME,
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "claims": [{"name": "gpu"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        },
+    }
+
+
+def _gpus(plane: ControlPlane) -> list[str]:
+    """``pod  claim  driver/pool/device`` per allocated claim, read back from the apiserver."""
+    claims = json.loads(plane.kubectl("get", "resourceclaims", "-n", NAMESPACE, "-o", "json"))["items"]
+    rows = []
+    for claim in sorted(claims, key=lambda c: c["metadata"]["name"]):
+        status = claim.get("status") or {}
+        pods = ",".join(r.get("name", "") for r in status.get("reservedFor") or []) or "-"
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        devices = ",".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results) or "unallocated"
+        rows.append(f"{pods}  {claim['metadata']['name']}  {devices}")
+    return rows
+
+
 def _items(items: list[dict[str, Any]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
@@ -122,14 +215,21 @@ def _table(pods: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     repo = find_module_dir().parent.parent
-    print("starting the local control plane (etcd + kube-apiserver)...", flush=True)
-    with ControlPlane() as plane:
+    print("starting the local control plane (etcd, kube-apiserver, kube-controller-manager)...", flush=True)
+    with ControlPlane(controllers=True) as plane:
         print(f"control plane ready in {plane.start_seconds:.1f}s at {plane.server}", flush=True)
         plane.kubectl("apply", "-f", str(repo / "crds"))
         plane.kubectl("create", "namespace", NAMESPACE)
         plane.kubectl("apply", "-f", "-", input=_items([_node(i) for i in range(args.nodes)]))
         plane.kubectl("apply", "-f", "-", input=_items([_pod(i) for i in range(args.pods)]))
-        print(f"created {args.nodes} nodes and {args.pods} pods; starting kopf-scheduler", flush=True)
+        if args.gpu_nodes:
+            plane.kubectl("apply", "-f", "-", input=_items(_gpu_pool(args.gpu_nodes)))
+            plane.kubectl("apply", "-f", "-", input=_items([_trainer(i) for i in range(args.gpu_pods)]))
+        print(
+            f"created {args.nodes} nodes, {args.gpu_nodes} GPU nodes and {args.pods + args.gpu_pods} pods;"
+            " starting kopf-scheduler",
+            flush=True,
+        )
         log_path = plane.workdir / "kopf-scheduler.log"
         with open(log_path, "ab") as log:
             scheduler = subprocess.Popen(
@@ -166,6 +266,9 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(0.5)
             print()
             print(_table(pods))
+            if args.gpu_nodes:
+                print("\nGPUs (ResourceClaims: pod, claim, device)")
+                print("\n".join(_gpus(plane)))
             if scheduler.poll() is not None:
                 tail = log_path.read_text()[-3000:]
                 print(f"kopf-scheduler exited with {scheduler.returncode}; its log:\n{tail}")
