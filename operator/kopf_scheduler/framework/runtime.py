@@ -595,7 +595,9 @@ class Framework:
         self._filter_entries = entries
         return entries
 
-    def _run_filter_plugins_timed(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    def _run_filter_plugins_timed(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None:
         """``run_filter_plugins`` in a cycle sampled for plugin_execution_duration_seconds."""
         skip = state.skip_filter_plugins
         evals = self._evals_filter
@@ -712,11 +714,8 @@ class Framework:
         pos = 0
         processed = 0
         chunk = max(_CHUNK, num_to_find)
-        # A plugin that filters node by node (DynamicResources allocating devices): look at no more
-        # rows at a time than could still be needed, as the reference's search stops once it has enough.
-        per_node = any(fn is None for fn in vector_fns)
         while pos < n and found < num_to_find:
-            idx = rows[pos : pos + (num_to_find - found if per_node else chunk)]
+            idx = rows[pos : pos + chunk]
             m = len(idx)
             ok = np.ones(m, dtype=bool)
             special = self._rows_with_nominated(idx, pod)
@@ -912,13 +911,17 @@ class Framework:
 
     # -- Score --
 
-    def run_pre_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+    def run_pre_score_plugins(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
         start = _perf()
         status = self._run_pre_score_plugins(state, pod, nodes)
         self._observe(PRE_SCORE, status, start)
         return status
 
-    def _run_pre_score_plugins(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+    def _run_pre_score_plugins(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
         skip: set[str] = set()
         evals = self._evals_pre_score
         timed = state.record_plugin_metrics
