@@ -54,6 +54,7 @@ NAMESPACED = {
 CLUSTER_SCOPED = {
     "ResourceSlice",
     "DeviceClass",
+    "DeviceTaintRule",
     "PersistentVolume",
     "StorageClass",
     "CSINode",

@@ -255,3 +255,35 @@ def test_claim_from_template_waits_until_generated(
     assert node_of(plane, namespace, f"gen-{tag}") == host
     status = claim_status(plane, namespace, f"gen-{tag}-gpu")
     assert status["reservedFor"][0]["uid"] == uid
+
+
+def test_device_taint_rule_keeps_pods_off_a_device_unless_tolerated(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    plane, tag = control_plane, uuid.uuid4().hex[:6]
+    host, cls, driver = f"dra-taint-{tag}", f"taint-{tag}", f"taint-{tag}.example.com"
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": f"maintenance-{tag}"},
+        "spec": {
+            "deviceSelector": {"driver": driver, "pool": host, "device": "gpu-0"},
+            "taint": {"key": "maintenance", "value": "true", "effect": "NoSchedule"},
+        },
+    }
+    create(plane, node(host), device_class(cls, driver), gpu_slice(host, 1, driver), rule)
+    plain = gpu_claim(f"plain-{tag}", namespace, cls)
+    tolerant = gpu_claim(f"tolerant-{tag}", namespace, cls)
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    create(plane, plain, tolerant)
+    time.sleep(1.0)
+    create(plane, gpu_pod(f"plain-{tag}", namespace, f"plain-{tag}"))
+    notes = wait_for(lambda: failed_notes(plane, namespace, f"plain-{tag}") or None, 30, what=replica.logs())
+    assert "cannot allocate all claims" in notes[-1], notes[-1]
+    create(plane, gpu_pod(f"tolerant-{tag}", namespace, f"tolerant-{tag}"))
+    wait_for(lambda: node_of(plane, namespace, f"tolerant-{tag}") or None, 30, what="tolerating pod bound")
+    assert node_of(plane, namespace, f"tolerant-{tag}") == host
+    result = claim_status(plane, namespace, f"tolerant-{tag}")["allocation"]["devices"]["results"][0]
+    assert result["tolerations"] == [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]

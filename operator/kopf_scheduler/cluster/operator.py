@@ -67,6 +67,7 @@ OBJECT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims"),
     ResourceKind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices"),
     ResourceKind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses"),
+    ResourceKind("DeviceTaintRule", "/apis/resource.k8s.io/v1/devicetaintrules"),
 )
 
 

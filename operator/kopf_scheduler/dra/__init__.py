@@ -9,6 +9,7 @@ from .cel import CelCache, CelError
 from .features import DEFAULT_FEATURES, Features
 from .pools import Pool, PoolCache, gather_pools, node_matches
 from .state import AllocatedState, DeviceID, SharedDeviceID, allocation_results, gather_allocated_state
+from .taint_rules import TaintRuleCache, apply_taint_rules
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -24,7 +25,9 @@ __all__ = [
     "Pool",
     "PoolCache",
     "SharedDeviceID",
+    "TaintRuleCache",
     "allocation_results",
+    "apply_taint_rules",
     "gather_allocated_state",
     "gather_pools",
     "node_matches",

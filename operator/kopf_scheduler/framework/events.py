@@ -161,6 +161,9 @@ OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
     "ResourceClaim": EventResource.RESOURCE_CLAIM,
     "ResourceSlice": EventResource.RESOURCE_SLICE,
     "DeviceClass": EventResource.DEVICE_CLASS,
+    # The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
+    # ResourceSlices it selects; the plugin hears it as that.
+    "DeviceTaintRule": EventResource.RESOURCE_SLICE,
 }
 
 def object_event(kind: str, action: ActionType) -> ClusterEvent | None:

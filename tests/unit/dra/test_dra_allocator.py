@@ -764,3 +764,34 @@ def test_selector_cache_compiles_once() -> None:
     cache = CelCache()
     assert cache.get_or_compile("device.driver == 'a'") is cache.get_or_compile("device.driver == 'a'")
     assert cache.get_or_compile("device.driver ==").error
+
+
+def test_device_taint_rules_taint_selected_devices() -> None:
+    from kopf_scheduler.dra import TaintRuleCache, apply_taint_rules
+
+    slices = [resource_slice("slice-1", NODE1, POOL1, DRIVER_A, device("device-1"), device("device-2"))]
+    rule = {
+        "metadata": {"name": "maintenance"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER_A, "pool": POOL1, "device": "device-1"},
+            "taint": {"key": "maintenance", "effect": "NoSchedule"},
+        },
+    }
+    patched = apply_taint_rules(slices, [rule])
+    assert patched[0]["spec"]["devices"][0]["taints"] == [{"key": "maintenance", "effect": "NoSchedule"}]
+    assert "taints" not in patched[0]["spec"]["devices"][1]
+    assert "taints" not in slices[0]["spec"]["devices"][0]  # the informer's object is untouched
+    # device-1 is tainted: a request for both devices fails, one for a single device gets device-2.
+    assert allocate([claim("claim-0", request(REQ0, CLASS_A, 2))], patched, node(NODE1, REGION1)) is None
+    got = allocate([claim("claim-0", request(REQ0, CLASS_A))], patched, node(NODE1, REGION1))
+    assert got == [allocation(local_selector(NODE1), result(REQ0, DRIVER_A, POOL1, "device-2"))]
+    # A rule for another driver selects nothing; a rule without a device selects the whole pool.
+    other = {**rule, "spec": {**rule["spec"], "deviceSelector": {"driver": DRIVER_B}}}
+    assert apply_taint_rules(slices, [other])[0] is slices[0]
+    pool_wide = {**rule, "spec": {**rule["spec"], "deviceSelector": {"pool": POOL1}}}
+    assert all(d.get("taints") for d in apply_taint_rules(slices, [pool_wide])[0]["spec"]["devices"])
+    # The cache hands out the same patched object until the slice or a rule changes.
+    cache = TaintRuleCache()
+    first = cache.slices(slices, [rule])
+    assert cache.slices(slices, [rule])[0] is first[0]
+    assert cache.slices(slices, [dict(rule)])[0] is not first[0]

@@ -35,6 +35,7 @@ from kopf_scheduler.dra import (
     CelCache,
     InvalidPoolsError,
     PoolCache,
+    TaintRuleCache,
 )
 from kopf_scheduler.framework.client import ApiError, Conflict
 from kopf_scheduler.framework.events import (
@@ -310,7 +311,10 @@ class DynamicResources(Plugin):
                 self.features,
                 tracker.allocated_state(),
                 classes,
-                list(self._objects.get("ResourceSlice", {}).values()),
+                _TAINT_RULES.slices(
+                    list(self._objects.get("ResourceSlice", {}).values()),
+                    list(self._objects.get("DeviceTaintRule", {}).values()),
+                ),
                 self.cel_cache,
                 _POOL_CACHE,
             )
@@ -626,6 +630,7 @@ class _BindError(Exception):
 # its CEL cache.
 _CEL_CACHE = CelCache()
 _POOL_CACHE = PoolCache()
+_TAINT_RULES = TaintRuleCache()
 
 
 def _writable(claim: Mapping[str, Any]) -> dict[str, Any]:
