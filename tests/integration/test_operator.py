@@ -111,6 +111,7 @@ def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa
         ("update", "resourceclaims.resource.k8s.io --subresource=status", True),
         ("update", "resourceclaims.resource.k8s.io --subresource=binding", True),
         ("watch", "resourceslices.resource.k8s.io", True),
+        ("watch", "devicetaintrules.resource.k8s.io", True),
         ("create", "resourceclaims.resource.k8s.io", False),
         ("update", "resourceslices.resource.k8s.io", False),
         ("create", "services", False),
