@@ -39,11 +39,7 @@ class AllocatedState:
         for result in allocation_results(allocation):
             if result.get("adminAccess"):
                 continue  # admin access does not take a device from others
-            device: DeviceID = (
-                str(result.get("driver", "")),
-                str(result.get("pool", "")),
-                str(result.get("device", "")),
-            )
+            device = _device_of(result)
             share = result.get("shareID")
             if share:
                 self.allocated_shared_device_ids.add((*device, str(share)))
@@ -62,11 +58,7 @@ class AllocatedState:
         for result in allocation_results(allocation):
             if result.get("adminAccess"):
                 continue
-            device: DeviceID = (
-                str(result.get("driver", "")),
-                str(result.get("pool", "")),
-                str(result.get("device", "")),
-            )
+            device = _device_of(result)
             share = result.get("shareID")
             if share:
                 self.allocated_shared_device_ids.discard((*device, str(share)))
@@ -82,6 +74,10 @@ class AllocatedState:
                         del self.aggregated_capacity[device]
             else:
                 self.allocated_devices.discard(device)
+
+
+def _device_of(result: Mapping[str, Any]) -> DeviceID:
+    return (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
 
 
 def allocation_results(allocation: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -72,6 +72,13 @@ def allocate(
     return allocator.allocate(at, claims)
 
 
+def partitioned_pool(partitions: int, each: str) -> list[dict[str, Any]]:
+    """A pool of two slices: partitions that each consume ``each`` of a 10Gi counter, and the counter."""
+    consumes = [{"counterSet": "gpu", "counters": {"mem": {"value": each}}}]
+    parts = (device(f"part-{i}", consumesCounters=consumes) for i in range(partitions))
+    return [resource_slice("slice-1", NODE1, POOL1, DRIVER_A, *parts, count=2), counter_slice()]
+
+
 def counter_slice() -> dict[str, Any]:
     """Since v1.35 shared counters live in a slice of their own in the pool."""
     counters = [{"name": "gpu", "counters": {"mem": {"value": "10Gi"}}}]
@@ -617,21 +624,7 @@ CASES: dict[str, dict[str, Any]] = {
     "partitionable-counters-exhausted": dict(
         claims=[claim("claim-0", request(REQ0, CLASS_A, 2))],
         slices=[
-            resource_slice(
-                "slice-1",
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(
-                    device(
-                        f"part-{i}",
-                        consumesCounters=[{"counterSet": "gpu", "counters": {"mem": {"value": "6Gi"}}}],
-                    )
-                    for i in range(2)
-                ),
-                count=2,
-            ),
-            counter_slice(),
+            *partitioned_pool(2, "6Gi"),
         ],
         node=node(NODE1, REGION1),
         expect=None,
@@ -639,21 +632,7 @@ CASES: dict[str, dict[str, Any]] = {
     "partitionable-counters-fit": dict(
         claims=[claim("claim-0", request(REQ0, CLASS_A, 2))],
         slices=[
-            resource_slice(
-                "slice-1",
-                NODE1,
-                POOL1,
-                DRIVER_A,
-                *(
-                    device(
-                        f"part-{i}",
-                        consumesCounters=[{"counterSet": "gpu", "counters": {"mem": {"value": "5Gi"}}}],
-                    )
-                    for i in range(3)
-                ),
-                count=2,
-            ),
-            counter_slice(),
+            *partitioned_pool(3, "5Gi"),
         ],
         node=node(NODE1, REGION1),
         expect=[
@@ -697,23 +676,7 @@ def test_allocated_state_from_claims_skips_admin_access() -> None:
 
 def test_allocated_counters_reduce_what_is_available() -> None:
     """A partition already allocated (known through its claim) uses the shared counters."""
-    slices = [
-        resource_slice(
-            "slice-1",
-            NODE1,
-            POOL1,
-            DRIVER_A,
-            *(
-                device(
-                    f"part-{i}",
-                    consumesCounters=[{"counterSet": "gpu", "counters": {"mem": {"value": "5Gi"}}}],
-                )
-                for i in range(3)
-            ),
-            count=2,
-        ),
-        counter_slice(),
-    ]
+    slices = partitioned_pool(3, "5Gi")
     claims = [claim("claim-0", request(REQ0, CLASS_A, 2))]
     free = allocate(claims, slices, node(NODE1, REGION1))
     assert free is not None
