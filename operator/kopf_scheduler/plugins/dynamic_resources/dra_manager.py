@@ -135,5 +135,7 @@ def tracker_for(objects: Mapping[str, Mapping[str, Any]]) -> ClaimTracker:
     if found is not None and found[0] is objects:
         return found[1]
     tracker = ClaimTracker(objects)
+    if len(_TRACKERS) >= 16:  # a scheduler has one store; tests and simulate runs make many
+        _TRACKERS.pop(next(iter(_TRACKERS)))
     _TRACKERS[id(objects)] = (objects, tracker)
     return tracker
