@@ -326,3 +326,24 @@ def test_pre_bind_fails_on_binding_failure_condition_and_times_out() -> None:
     plugin.binding_timeout = 0.05
     status = _bind_with_driver(plugin, objects, None)
     assert status is not None and status.message == "device binding timeout"
+
+
+def test_malformed_dra_objects_fail_their_pods_not_the_scheduler() -> None:
+    """Inputs the apiserver would refuse (simulate reads files): the pods using them get an error,
+    the others are scheduled."""
+    import yaml
+
+    from kopf_scheduler.simulate import documents_to_inputs
+
+    docs = [d for d in yaml.safe_load_all((EX / "dra_gpus.yaml").read_text()) if d]
+    for d in docs:
+        if d["kind"] == "ResourceClaim":
+            d["spec"]["devices"]["requests"][0]["exactly"]["count"] = "lots"
+        if d["kind"] == "ResourceSlice" and d["metadata"]["name"] == "node-b-gpus":
+            d["spec"]["devices"] = "oops"
+    inputs = documents_to_inputs([(str(i), d) for i, d in enumerate(docs)])
+    got = {o.name: o for o in asyncio.run(simulate(inputs, 1))}
+    for name in ("infer-a", "infer-b"):  # the shared claim is the malformed one
+        assert got[name].node == ""
+        assert "malformed DRA object: ValueError" in got[name].message
+    assert got["train-0"].node == got["train-1"].node == "node-a"  # node-b's slice is unreadable

@@ -356,6 +356,10 @@ class DynamicResources(Plugin):
                 return _unresolvable(str(exc))
             except AllocationError as exc:
                 return Status(Code.ERROR, str(exc))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                # Objects the apiserver would have refused (simulate's inputs): an error for this
+                # pod, not for the scheduler.
+                return Status(Code.ERROR, f"malformed DRA object: {type(exc).__name__}: {exc}")
             if results is None or len(results) != len(claims):
                 return _unresolvable("cannot allocate all claims")
             allocations = results
