@@ -258,6 +258,12 @@ class DynamicResources(Plugin):
     ) -> tuple[PreFilterResult | None, Status | None]:
         s = _StateData()
         state.write(STATE_KEY, s)
+        try:
+            return self._pre_filter(s, pod)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return None, Status(Code.ERROR, f"malformed DRA object: {type(exc).__name__}: {exc}")
+
+    def _pre_filter(self, s: _StateData, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.resource_claims:
             return None, Status(Code.SKIP)
         try:
