@@ -42,10 +42,6 @@ class InvalidPoolsError(AllocationError):
     """Not fatal: no solution on this node and some pool was invalid (ErrFailedAllocationOnNode)."""
 
 
-class _Stop(Exception):
-    pass
-
-
 class _MaxSizeExceeded(Exception):
     pass
 
@@ -318,10 +314,7 @@ class Allocator:
             else:
                 self.slices_shared.append(s)
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
-        self.allocate_one_calls = 0
-
-    def has_slices_for(self, node_name: str) -> bool:
-        return bool(self.slices_shared) or node_name in self.slices_on_node
+        self.allocate_one_calls = 0  # the search's work, as the reference's Stats
 
     def allocate(self, node: Node, claims: Sequence[Raw]) -> list[dict[str, Any]] | None:
         run = _Run(self, node, claims)
@@ -370,6 +363,7 @@ class _Run:
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self.results: list[list[_Result]] = [[] for _ in self.claims]
+        self.devices: dict[int, list[_Device]] = {}  # id(slice) -> its devices (slices outlive the run)
 
     # -- setup --
 
@@ -386,8 +380,6 @@ class _Run:
             sys.setrecursionlimit(10_000)
         try:
             done = self._allocate_one(0, 0, 0, 0, False, (0, 0, 0))
-        except _Stop:
-            return None
         except _MaxSizeExceeded:
             done = False
         if not done:
@@ -493,6 +485,13 @@ class _Run:
         return req
 
     def _slice_devices(self, slice_: Raw, pool: Pool) -> list[_Device]:
+        """The slice's devices, made once per allocation: the search walks them at every level."""
+        found = self.devices.get(id(slice_))
+        if found is None:
+            found = self.devices[id(slice_)] = self._make_devices(slice_, pool)
+        return found
+
+    def _make_devices(self, slice_: Raw, pool: Pool) -> list[_Device]:
         return [
             _Device((pool.driver, pool.pool, str(d.get("name", ""))), d, slice_, pool)
             for d in (slice_.get("spec") or {}).get("devices") or ()

@@ -22,13 +22,6 @@ class AllocatedState:
     # Capacity consumed per device by its shares, summed as exact quantities.
     aggregated_capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
 
-    def copy(self) -> AllocatedState:
-        return AllocatedState(
-            set(self.allocated_devices),
-            set(self.allocated_shared_device_ids),
-            {k: dict(v) for k, v in self.aggregated_capacity.items()},
-        )
-
     def is_allocated(self, device: DeviceID) -> bool:
         """Whether any allocation holds the device, exclusively or as a share (counters use this)."""
         if device in self.allocated_devices or device in self.aggregated_capacity:
