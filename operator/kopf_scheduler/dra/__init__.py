@@ -6,6 +6,7 @@ Pure engine code: raw resource.k8s.io/v1 objects in, ``status.allocation`` dicts
 
 from .allocator import ALLOCATION_RESULTS_MAX_SIZE, AllocationError, Allocator, InvalidPoolsError
 from .cel import CelCache, CelError
+from .extended import DEVICE_CLASS_PREFIX, ExtendedResources, is_dra_extended_resource_name
 from .features import DEFAULT_FEATURES, Features
 from .pools import Pool, PoolCache, gather_pools, node_matches
 from .state import AllocatedState, DeviceID, SharedDeviceID, allocation_results, gather_allocated_state
@@ -14,12 +15,14 @@ from .taint_rules import TaintRuleCache, apply_taint_rules
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
     "DEFAULT_FEATURES",
+    "DEVICE_CLASS_PREFIX",
     "AllocatedState",
     "AllocationError",
     "Allocator",
     "CelCache",
     "CelError",
     "DeviceID",
+    "ExtendedResources",
     "Features",
     "InvalidPoolsError",
     "Pool",
@@ -30,5 +33,6 @@ __all__ = [
     "apply_taint_rules",
     "gather_allocated_state",
     "gather_pools",
+    "is_dra_extended_resource_name",
     "node_matches",
 ]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import Resource
+from kopf_scheduler.dra import ExtendedResources, is_dra_extended_resource_name
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -189,8 +190,10 @@ def fits_request(
     info: NodeInfo,
     ignored: frozenset[str] = frozenset(),
     ignored_groups: frozenset[str] = frozenset(),
+    delegated: frozenset[str] = frozenset(),
 ) -> list[InsufficientResource]:
-    """The reference's ``fitsRequest``: every resource the node lacks for the pod."""
+    """The reference's ``fitsRequest``: every resource the node lacks for the pod (``delegated``:
+    extended resources a DeviceClass stands for, DynamicResources' on a node not offering them)."""
     out: list[InsufficientResource] = []
     alloc, used = info.allocatable, info.requested
     if len(info.pods) + 1 > alloc.allowed_pod_number:
@@ -238,6 +241,8 @@ def fits_request(
         if qty == 0 or _is_ignored(name, ignored, ignored_groups):
             continue
         cap = alloc.scalar.get(name, 0)
+        if cap == 0 and name in delegated:
+            continue
         have = used.scalar.get(name, 0)
         if qty > cap - have:
             out.append(InsufficientResource(name, f"Insufficient {name}", qty, have, cap, qty > cap))
@@ -258,9 +263,15 @@ def _node_info_of(node: Node) -> NodeInfo:
 # --- the plugin -----------------------------------------------------------------------------------
 
 
+_EXTENDED = ExtendedResources()  # DeviceClass names for extended resources, shared by profiles
+
+
 @dataclass(slots=True)
 class _PreFilterState:
     request: Resource
+    # DRAExtendedResource: requested extended resources a DeviceClass stands for. On a node that
+    # does not offer one (allocatable 0) it is DynamicResources' to satisfy, not a shortfall here.
+    delegated: frozenset[str] = frozenset()
 
     def clone(self) -> _PreFilterState:
         return self  # read-only after PreFilter, as in the reference
@@ -309,12 +320,28 @@ class NodeResourcesFit(Plugin):
     ) -> tuple[PreFilterResult | None, Status | None]:
         # Spec requests with pod-level resources (``computePodResourceRequest``), not the
         # status-aware ones the pod would count for once on a node.
-        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(pod.filter_requests))
+        request = pod.filter_requests
+        delegated: frozenset[str] = frozenset()
+        if request.scalar and self.handle is not None:
+            classes = self.handle.objects.get("DeviceClass")
+            if classes:
+                by_name = _EXTENDED.classes(classes)
+                delegated = frozenset(
+                    n
+                    for n, q in request.scalar.items()
+                    if q and is_dra_extended_resource_name(n) and n in by_name
+                )
+        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(request, delegated))
         return None, None
 
     def _request(self, state: CycleState) -> Resource | None:
         s = state.get(PRE_FILTER_STATE_KEY)
         return s.request if isinstance(s, _PreFilterState) else None
+
+    @staticmethod
+    def _delegated(state: CycleState) -> frozenset[str]:
+        s = state.get(PRE_FILTER_STATE_KEY)
+        return s.delegated if isinstance(s, _PreFilterState) else frozenset()
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         request = self._request(state)
@@ -322,7 +349,9 @@ class NodeResourcesFit(Plugin):
             return Status.as_error(
                 KeyError(f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found')
             )
-        insufficient = fits_request(request, node_info, self.ignored, self.ignored_groups)
+        insufficient = fits_request(
+            request, node_info, self.ignored, self.ignored_groups, self._delegated(state)
+        )
         if not insufficient:
             return None
         code = (
@@ -351,17 +380,23 @@ class NodeResourcesFit(Plugin):
             for col, amount in enumerate((request.milli_cpu, request.memory, request.ephemeral_storage))
             if amount > 0
         ]
+        delegated = self._delegated(state)
+        by_dra: list[tuple[int, int]] = []
         for name, amount in request.scalar.items():
             if amount == 0 or _is_ignored(name, self.ignored, self.ignored_groups):
                 continue
             scol = arrays.columns.get(name)
             if scol is None or scol < 4:
+                if name in delegated:
+                    continue  # no node offers it: DynamicResources' everywhere
                 # No node in the snapshot offers it: allocatable 0 everywhere.
                 return np.zeros(len(idx), dtype=bool)
-            needed.append((scol, amount))
+            (by_dra if name in delegated else needed).append((scol, amount))
         ok: np.ndarray = used[:, 3] < alloc[:, 3]  # len(pods) + 1 <= allowed pods
         for col, amount in needed:
             ok &= alloc[:, col] - used[:, col] >= amount
+        for col, amount in by_dra:  # checked here only where the node offers it
+            ok &= (alloc[:, col] == 0) | (alloc[:, col] - used[:, col] >= amount)
         return ok if rows is None else ok[rows]
 
     def filter_statuses(
@@ -390,6 +425,7 @@ class NodeResourcesFit(Plugin):
                 if amount > 0:
                     short = amount > alloc[:, col] - used[:, col]
                     checks.append((f"Insufficient {label}", short, amount > alloc[:, col]))
+            delegated = self._delegated(state)
             for name in sorted(request.scalar):
                 amount = request.scalar[name]
                 if amount == 0 or _is_ignored(name, self.ignored, self.ignored_groups):
@@ -400,7 +436,9 @@ class NodeResourcesFit(Plugin):
                     cap, have = zeros, zeros
                 else:
                     cap, have = alloc[:, scol], used[:, scol]
-                checks.append((f"Insufficient {name}", amount > cap - have, amount > cap))
+                offered = cap > 0 if name in delegated else True
+                short, beyond = (amount > cap - have) & offered, (amount > cap) & offered
+                checks.append((f"Insufficient {name}", short, beyond))
         if len(checks) > 62:  # one bit each in an int64 key
             return None
         key = np.zeros(len(rows), dtype=np.int64)
