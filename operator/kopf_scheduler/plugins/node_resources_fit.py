@@ -436,9 +436,9 @@ class NodeResourcesFit(Plugin):
                     cap, have = zeros, zeros
                 else:
                     cap, have = alloc[:, scol], used[:, scol]
-                offered = cap > 0 if name in delegated else True
-                short, beyond = (amount > cap - have) & offered, (amount > cap) & offered
-                checks.append((f"Insufficient {name}", short, beyond))
+                offered = cap > 0 if name in delegated else np.ones(len(rows), dtype=bool)
+                lacking, beyond_cap = (amount > cap - have) & offered, (amount > cap) & offered
+                checks.append((f"Insufficient {name}", lacking, beyond_cap))
         if len(checks) > 62:  # one bit each in an int64 key
             return None
         key = np.zeros(len(rows), dtype=np.int64)
