@@ -43,6 +43,7 @@ class MemoryClusterClient:
     preemptions: dict[str, list[str]] = field(default_factory=dict)  # preemptor key -> victim keys
     objects: dict[str, dict[str, Any]] | None = None
     claim_writes: list[tuple[str, str]] = field(default_factory=list)  # (claim key, what)
+    extended_claim_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> status
     _version: int = 0
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -155,6 +156,26 @@ class MemoryClusterClient:
         new["metadata"]["resourceVersion"] = self._next_version()
         self._claims()[f"{namespace}/{name}"] = new
         self.claim_writes.append((f"{namespace}/{name}", "unreserve"))
+
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        new = copy.deepcopy(dict(claim))
+        meta = new.setdefault("metadata", {})
+        self._version += 1
+        meta.setdefault("name", f"{meta.get('generateName', 'claim-')}{self._version:05d}")
+        meta["uid"] = f"sim-claim-{self._version}"
+        meta["resourceVersion"] = self._next_version()
+        self._claims()[f"{meta.get('namespace') or 'default'}/{meta['name']}"] = new
+        self.claim_writes.append((f"{meta.get('namespace') or 'default'}/{meta['name']}", "create"))
+        return copy.deepcopy(new)
+
+    async def delete_resource_claim(self, namespace: str, name: str, uid: str) -> None:
+        stored = self._claims().get(f"{namespace}/{name}")
+        if stored is not None and (stored.get("metadata") or {}).get("uid") in (uid, None):
+            del self._claims()[f"{namespace}/{name}"]
+            self.claim_writes.append((f"{namespace}/{name}", "delete"))
+
+    async def set_pod_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        self.extended_claim_statuses[pod.key] = copy.deepcopy(dict(status))
 
     def _next_version(self) -> str:
         self._version += 1

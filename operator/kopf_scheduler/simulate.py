@@ -237,13 +237,18 @@ def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
     return parse_pod(raw)
 
 
-def _pod_allocations(pod: Pod, objects: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]] | None:
-    if not pod.resource_claims:
+def _pod_allocations(
+    pod: Pod, objects: Mapping[str, Mapping[str, Any]], extended: Mapping[str, Any] | None
+) -> dict[str, list[str]] | None:
+    """Claim -> devices, for the pod's claims and the claim made for its extended resources."""
+    if not pod.resource_claims and extended is None:
         return None
     statuses = dict(pod.resource_claim_statuses)
+    names = [entry.resource_claim_name or statuses.get(entry.name) for entry in pod.resource_claims]
+    if extended is not None:
+        names.append(str(extended.get("resourceClaimName") or ""))
     out: dict[str, list[str]] = {}
-    for entry in pod.resource_claims:
-        name = entry.resource_claim_name or statuses.get(entry.name)
+    for name in names:
         if not name:
             continue
         claim = objects.get("ResourceClaim", {}).get(f"{pod.namespace}/{name}") or {}
@@ -338,7 +343,9 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
                 list(client.preemptions.get(pod.key, ())),
                 list(client.failed_messages(pod.key)),
                 _split(client.preemptions.get(pod.key, []), victims_before.get(pod.key, [0])),
-                _pod_allocations(pod, inputs.objects) if node else ({} if pod.resource_claims else None),
+                _pod_allocations(pod, inputs.objects, client.extended_claim_statuses.get(pod.key))
+                if node
+                else ({} if pod.resource_claims else None),
             )
         )
     return outcomes

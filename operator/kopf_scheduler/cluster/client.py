@@ -698,6 +698,29 @@ class KubeClusterClient:
         )
 
 
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        namespace = str((claim.get("metadata") or {}).get("namespace") or "default")
+        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims"
+        return dict(await self.api.request("POST", path, body=_claim_body(claim)))
+
+    async def delete_resource_claim(self, namespace: str, name: str, uid: str) -> None:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self.api.request("DELETE", _claim_path(namespace, name), body=body)
+        except NotFound:
+            return
+
+    async def set_pod_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        await self.api.request(
+            "PATCH",
+            _pod_path(pod.namespace, pod.name, "status"),
+            body={"status": {"extendedResourceClaimStatus": dict(status)}},
+            content_type=STRATEGIC,
+        )
+
+
 def _claim_path(namespace: str, name: str, sub: str = "") -> str:
     path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
     return f"{path}/{sub}" if sub else path

@@ -109,3 +109,17 @@ class ClusterClient(Protocol):
         """Drop ``pod_uid`` from ``status.reservedFor`` (a strategic-merge delete guarded by the claim's
         uid, as the reference's Unreserve patch)."""
         ...
+
+    # DRAExtendedResource: the claim the scheduler makes for a pod's extended resources.
+
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        """POST the claim (``metadata.generateName``); return what was stored (its name)."""
+        ...
+
+    async def delete_resource_claim(self, namespace: str, name: str, uid: str) -> None:
+        """DELETE the claim, preconditioned on its uid; a claim already gone is not an error."""
+        ...
+
+    async def set_pod_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        """Patch ``status.extendedResourceClaimStatus`` (request mappings, the claim's name)."""
+        ...

@@ -347,3 +347,81 @@ def test_malformed_dra_objects_fail_their_pods_not_the_scheduler() -> None:
         assert got[name].node == ""
         assert "malformed DRA object: ValueError" in got[name].message
     assert got["train-0"].node == got["train-1"].node == "node-a"  # node-b's slice is unreadable
+
+
+def test_extended_resource_through_a_device_class() -> None:
+    """DRAExtendedResource: `example.com/gpu: 2` on a node without it as allocatable is met by two
+    devices of the DeviceClass standing for it, through a claim the scheduler creates; on a node with
+    a device plugin NodeResourcesFit counts it as ever; on a node with neither it cannot be met."""
+    inputs = load_documents([str(EX / "dra_extended_resource.yaml")])
+    client_statuses: dict[str, Any] = {}
+    original = MemoryClusterClient.set_pod_extended_resource_claim_status
+
+    async def spy(self: MemoryClusterClient, pod: Any, status: Any) -> None:
+        client_statuses[pod.key] = status
+        await original(self, pod, status)
+
+    MemoryClusterClient.set_pod_extended_resource_claim_status = spy  # type: ignore[method-assign]
+    try:
+        got = {o.name: o for o in asyncio.run(simulate(inputs, 1))}
+    finally:
+        MemoryClusterClient.set_pod_extended_resource_claim_status = original  # type: ignore[method-assign]
+    assert got["on-dra"].node == "node-a"
+    status = client_statuses["default/on-dra"]
+    assert status["requestMappings"] == [
+        {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
+    ]
+    claim = inputs.objects["ResourceClaim"][f"default/{status['resourceClaimName']}"]
+    assert claim["metadata"]["generateName"] == "on-dra-extended-resources-"
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == "uid-on-dra"
+    assert claim["spec"]["devices"]["requests"] == [
+        {
+            "name": "container-0-request-0",
+            "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 2},
+        }
+    ]
+    assert sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"]) == [
+        "gpu-0",
+        "gpu-1",
+    ]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "on-dra", "uid": "uid-on-dra"}]
+    assert got["on-device-plugin"].node == "node-b" and "default/on-device-plugin" not in client_statuses
+    assert got["nowhere"].node == ""
+    assert got["nowhere"].message.startswith("0/3 nodes are available: 1 cannot allocate all claims, ")
+
+
+def test_extended_resource_requests_share_devices_with_init_containers() -> None:
+    from kopf_scheduler.plugins.dynamic_resources.extended_resources import requests_and_mappings
+
+    gpu = "example.com/gpu"
+    raw = {
+        "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+        "spec": {
+            "initContainers": [
+                {"name": "prep", "resources": {"requests": {gpu: "1"}}},
+                {"name": "warm", "resources": {"requests": {gpu: "3"}}},
+            ],
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", gpu: "2"}}}],
+        },
+    }
+    by_name = {gpu: {"metadata": {"name": "gpu-class"}}}
+    requests, mappings = requests_and_mappings(parse_pod(raw), {gpu: 3}, by_name)
+    # main asks 2 (its own request); prep's 1 is covered by main's devices (init containers run
+    # before it); warm's 3 by main's 2 and a request of its own for 1 more.
+    assert requests == [
+        {
+            "name": "container-1-request-0",
+            "exactly": {"deviceClassName": "gpu-class", "allocationMode": "ExactCount", "count": 1},
+        },
+        {
+            "name": "container-2-request-1",
+            "exactly": {"deviceClassName": "gpu-class", "allocationMode": "ExactCount", "count": 2},
+        },
+    ]
+    assert mappings == [
+        {"containerName": "main", "resourceName": gpu, "requestName": "container-2-request-1"},
+        {"containerName": "prep", "resourceName": gpu, "requestName": "container-2-request-1"},
+        {"containerName": "warm", "resourceName": gpu, "requestName": "container-2-request-1"},
+        {"containerName": "warm", "resourceName": gpu, "requestName": "container-1-request-0"},
+    ]

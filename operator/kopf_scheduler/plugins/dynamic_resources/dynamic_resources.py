@@ -33,6 +33,7 @@ from kopf_scheduler.dra import (
     AllocationError,
     Allocator,
     CelCache,
+    ExtendedResources,
     InvalidPoolsError,
     PoolCache,
     TaintRuleCache,
@@ -58,6 +59,13 @@ from kopf_scheduler.plugins.helper import default_normalize_score
 
 from .claims import ClaimLookupError, check_owner, claim_is_reserved_for, pod_claim_names, uid_of
 from .dra_manager import ClaimTracker, tracker_for
+from .extended_resources import (
+    SPECIAL_NAME,
+    extended_requests,
+    find_extended_claim,
+    requests_and_mappings,
+    special_claim,
+)
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
@@ -119,6 +127,11 @@ class _StateData:
     allocator: Allocator | None = None
     node_allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     unavailable: set[int] = field(default_factory=set)
+    # DRAExtendedResource: the index of the pod's extended-resource claim in ``claims`` (last), the
+    # amounts it stands for, and per node the claim with that node's requests and the mappings.
+    extended_index: int | None = None
+    extended: dict[str, int] = field(default_factory=dict)
+    node_extended: dict[str, tuple[dict[str, Any], list[dict[str, str]]]] = field(default_factory=dict)
 
     def clone(self) -> _StateData:
         return self  # as the reference: shared between the cycle and its clones
@@ -264,17 +277,21 @@ class DynamicResources(Plugin):
             return None, Status(Code.ERROR, f"malformed DRA object: {type(exc).__name__}: {exc}")
 
     def _pre_filter(self, s: _StateData, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
-        if not pod.resource_claims:
+        classes = self._objects.get("DeviceClass", {})
+        if not pod.resource_claims and not (classes and pod.filter_requests.scalar):
             return None, Status(Code.SKIP)
         try:
-            claims = self._pod_claims(pod)
+            claims = self._pod_claims(pod) if pod.resource_claims else []
         except ClaimLookupError as exc:
             return None, _unresolvable(str(exc))
+        tracker = self.tracker
+        extended = extended_requests(pod, _EXTENDED.classes(classes)) if classes else {}
+        if extended:
+            claims.append(find_extended_claim(pod, list(tracker.all())) or special_claim(pod))
+            s.extended_index, s.extended = len(claims) - 1, extended
         if not claims:
             return None, Status(Code.SKIP)
         infos = [_ClaimInfo() for _ in claims]
-        tracker = self.tracker
-        classes = self._objects.get("DeviceClass", {})
         to_allocate = 0
         for index, claim in enumerate(claims):
             allocation = (claim.get("status") or {}).get("allocation")
@@ -293,6 +310,8 @@ class DynamicResources(Plugin):
                 return None, _unresolvable(
                     f"resource claim {_kobj(claim)} is in the process of being allocated"
                 )
+            if index == s.extended_index:
+                continue  # its requests are made per node, from the classes found above
             for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
                 name = str(request.get("name", ""))
                 if request.get("exactly") is not None:
@@ -344,6 +363,20 @@ class DynamicResources(Plugin):
         node = node_info.node
         if node is None:
             return Status(Code.ERROR, "node not found")
+        node_claim: dict[str, Any] | None = None
+        if s.extended_index is not None:
+            extended_claim = s.claims[s.extended_index]
+            if ((extended_claim.get("spec") or {}).get("devices") or {}).get("requests") is not None:
+                return _unresolvable("cannot schedule extended resource claim")
+            # On a node offering the resource through a device plugin, NodeResourcesFit counts it.
+            needed = {n: q for n, q in s.extended.items() if node_info.allocatable.scalar.get(n, 0) == 0}
+            if not needed and s.extended_index == 0:
+                return None  # no other claim, nothing for DRA on this node
+            if needed and not (extended_claim.get("status") or {}).get("allocation"):
+                classes = self._objects.get("DeviceClass", {})
+                requests, mappings = requests_and_mappings(pod, needed, _EXTENDED.classes(classes))
+                node_claim = {**extended_claim, "spec": {"devices": {"requests": requests}}}
+                s.node_extended[node.name] = (node_claim, mappings)
         unavailable = [
             i
             for i, info in enumerate(s.infos)
@@ -355,7 +388,10 @@ class DynamicResources(Plugin):
             )
         ]
         if s.allocator is not None:
-            claims = [c for _, c in s.to_allocate()]
+            claims = [
+                node_claim if i == s.extended_index and node_claim is not None else c
+                for i, c in s.to_allocate()
+            ]
             try:
                 results = s.allocator.allocate(node, claims)
             except InvalidPoolsError as exc:
@@ -411,6 +447,8 @@ class DynamicResources(Plugin):
             return None, Status(Code.UNSCHEDULABLE)  # no claims to deallocate: let preemption try
         for index in sorted(s.unavailable):
             claim = s.claims[index]
+            if index == s.extended_index:
+                continue
             reserved = (claim.get("status") or {}).get("reservedFor") or ()
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 new = copy.deepcopy(dict(claim))
@@ -419,6 +457,13 @@ class DynamicResources(Plugin):
                     status.pop(key, None)
                 self._background(self._update_status(new), f"deallocate ResourceClaim {_kobj(claim)}")
                 return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
+        if s.extended_index is not None:
+            extended_claim = s.claims[s.extended_index]
+            if (extended_claim.get("metadata") or {}).get("name") != SPECIAL_NAME:
+                self._background(
+                    self._delete_claim(extended_claim), f"delete ResourceClaim {_kobj(extended_claim)}"
+                )
+                return None, Status(Code.UNSCHEDULABLE, "deletion of ResourceClaim completed")
         return None, Status(Code.UNSCHEDULABLE)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
@@ -455,6 +500,8 @@ class DynamicResources(Plugin):
             return None
         allocations = s.node_allocations.get(node_name)
         if not allocations:
+            if all(i == s.extended_index for i, _ in to_allocate):
+                return None  # only the extended-resource claim, and this node needs no device for it
             return Status(Code.ERROR, "claim allocation not found for node")
         if len(allocations) != len(to_allocate):
             return Status(
@@ -465,6 +512,8 @@ class DynamicResources(Plugin):
         tracker = self.tracker
         for (index, claim), allocation in zip(to_allocate, allocations, strict=True):
             s.infos[index].allocation = allocation
+            if index == s.extended_index and node_name in s.node_extended:
+                claim = s.node_extended[node_name][0]
             pending = _writable(claim)
             finalizers = pending.setdefault("metadata", {}).setdefault("finalizers", [])
             if FINALIZER not in finalizers:
@@ -478,10 +527,14 @@ class DynamicResources(Plugin):
         if s is None or not s.claims:
             return
         tracker = self.tracker
-        for claim in s.claims:
+        for index, claim in enumerate(s.claims):
             meta = claim.get("metadata") or {}
             if tracker.remove_pending(uid_of(claim)):
                 tracker.restore(meta.get("namespace") or "default", meta.get("name", ""))
+            if index == s.extended_index:
+                if meta.get("name") != SPECIAL_NAME:  # made in the API by PreBind: it goes
+                    self._background(self._delete_claim(claim), f"delete ResourceClaim {_kobj(claim)}")
+                continue
             if (claim.get("status") or {}).get("allocation") and claim_is_reserved_for(claim, pod.uid):
                 client = self.handle.client if self.handle is not None else None
                 if client is not None:
@@ -513,6 +566,11 @@ class DynamicResources(Plugin):
             if claim_is_reserved_for(claim, pod.uid):
                 continue
             try:
+                if index == s.extended_index:
+                    if s.infos[index].allocation is None:
+                        continue  # no device asked of DRA on this node
+                    s.claims[index] = await self._bind_extended_claim(s, index, pod, node_name)
+                    continue
                 s.claims[index] = await self._bind_claim(s, index, pod)
             except (ApiError, _BindError) as exc:
                 return Status(Code.ERROR, str(exc))
@@ -523,6 +581,67 @@ class DynamicResources(Plugin):
         if any(_has_binding_conditions(c) for c in s.claims):
             return await self._wait_for_binding_conditions(s, pod)
         return None
+
+    async def _bind_extended_claim(
+        self, s: _StateData, index: int, pod: Pod, node_name: str
+    ) -> Mapping[str, Any]:
+        """Create the extended-resource claim (if still in memory), allocate and reserve it as any
+        claim, then name it in the pod's status with the container mappings."""
+        client = self.handle.client if self.handle is not None else None
+        if client is None:
+            raise _BindError("no cluster client to write ResourceClaims")
+        node_claim, mappings = s.node_extended.get(node_name) or (None, [])
+        pending_uid = uid_of(s.claims[index])
+        if (s.claims[index].get("metadata") or {}).get("name") == SPECIAL_NAME:
+            if node_claim is None:
+                raise _BindError(f"extended resource claim not found for node {node_name}")
+            meta = {k: v for k, v in (node_claim.get("metadata") or {}).items() if k not in ("name", "uid")}
+            body = {**node_claim, "metadata": meta}
+            body.pop("status", None)
+            try:
+                created = await client.create_resource_claim(body)
+            except ApiError as exc:
+                raise _BindError(f"create claim for extended resources {pod.namespace}/: {exc}") from None
+            s.claims[index] = created
+        claim = await self._bind_claim(s, index, pod)
+        self.tracker.remove_pending(pending_uid)
+        if not mappings:
+            raise _BindError(
+                f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
+                "ExtendedResourceClaimStatus"
+            )
+        name = str((claim.get("metadata") or {}).get("name", ""))
+        try:
+            await client.set_pod_extended_resource_claim_status(
+                pod, {"requestMappings": mappings, "resourceClaimName": name}
+            )
+        except ApiError as exc:
+            raise _BindError(
+                f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: {exc}"
+            ) from None
+        return claim
+
+    async def _delete_claim(self, claim: Mapping[str, Any]) -> None:
+        """Drop the allocation finalizer and delete (the reference's deleteClaim)."""
+        client = self.handle.client if self.handle is not None else None
+        if client is None:
+            return
+        meta = claim.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+        current: Mapping[str, Any] = claim
+        for attempt in range(CONFLICT_RETRIES):
+            if attempt:
+                current = await client.get_resource_claim(namespace, name)
+            if FINALIZER not in ((current.get("metadata") or {}).get("finalizers") or ()):
+                break
+            body = _writable(current)
+            body["metadata"]["finalizers"] = [f for f in body["metadata"]["finalizers"] if f != FINALIZER]
+            try:
+                await client.update_resource_claim(body)
+                break
+            except Conflict:
+                continue
+        await client.delete_resource_claim(namespace, name, uid_of(claim))
 
     async def _bind_claim(self, s: _StateData, index: int, pod: Pod) -> Mapping[str, Any]:
         meta = s.claims[index].get("metadata") or {}
@@ -641,6 +760,7 @@ class _BindError(Exception):
 _CEL_CACHE = CelCache()
 _POOL_CACHE = PoolCache()
 _TAINT_RULES = TaintRuleCache()
+_EXTENDED = ExtendedResources()
 
 
 def _writable(claim: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""DRAExtendedResource in DynamicResources (the reference's ``extendeddynamicresources.go``).
+
+A pod asking for an extended resource that a DeviceClass stands for (``example.com/gpu: 1``) and
+that a node does not offer through a device plugin gets a ResourceClaim the scheduler makes for
+it: in memory from PreFilter on (named ``<extended-resources>``), with one device request per
+container and resource on each node, created in the API in PreBind (``generateName:
+<pod>-extended-resources-``, owned by the pod) and named in the pod's
+``status.extendedResourceClaimStatus`` with the container -> request mappings.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.dra import is_dra_extended_resource_name
+
+__all__ = [
+    "ANNOTATION",
+    "SPECIAL_NAME",
+    "extended_requests",
+    "find_extended_claim",
+    "requests_and_mappings",
+    "special_claim",
+]
+
+Raw = Mapping[str, Any]
+SPECIAL_NAME = "<extended-resources>"
+ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+def extended_requests(pod: Pod, by_name: Mapping[str, Raw]) -> dict[str, int]:
+    """The pod's requests of extended resources some DeviceClass stands for (amount > 0)."""
+    return {
+        name: qty
+        for name, qty in pod.filter_requests.scalar.items()
+        if qty and is_dra_extended_resource_name(name) and name in by_name
+    }
+
+
+def find_extended_claim(pod: Pod, claims: Sequence[Raw]) -> Raw | None:
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        if (meta.get("annotations") or {}).get(ANNOTATION) != "true":
+            continue
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("name") == pod.name and ref.get("controller") and ref.get("uid") == pod.uid:
+                return claim
+    return None
+
+
+def special_claim(pod: Pod) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "namespace": pod.namespace,
+            "name": SPECIAL_NAME,
+            "uid": str(uuid.uuid4()),
+            "generateName": f"{pod.name}-extended-resources-",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+            ],
+            "annotations": {ANNOTATION: "true"},
+        },
+        "spec": {},
+    }
+
+
+def _container_amount(container: Raw, name: str) -> int:
+    requests = (container.get("resources") or {}).get("requests") or {}
+    if name not in requests:
+        return 0
+    try:
+        amount = parse_quantity(requests[name])
+    except QuantityError:
+        return 0
+    return int(amount) if amount.denominator == 1 else 0  # AsInt64: whole numbers only
+
+
+def _request_for(
+    index: int, container: Raw, name: str, class_name: str, reusable: Sequence[dict[str, Any] | None]
+) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+    """``createResourceRequestAndMappings``: a request for the container's amount, less what the
+    long-lived containers after an init container already asked (it may reuse their devices)."""
+    amount = _container_amount(container, name)
+    if amount == 0:
+        return None, []
+    mappings: list[dict[str, str]] = []
+    have = 0
+    for request in reusable:
+        if request is None:
+            continue
+        have += int(request["exactly"]["count"])
+        mappings.append({"containerName": str(container.get("name", "")), "resourceName": name,
+                         "requestName": request["name"]})  # fmt: skip
+        if have >= amount:
+            return None, mappings
+    keys = sorted(str(k) for k in ((container.get("resources") or {}).get("requests") or {}))
+    request_name = f"container-{index}-request-{keys.index(name) if name in keys else 0}"
+    request = {
+        "name": request_name,
+        "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": amount - have},
+    }
+    mappings.append({"containerName": str(container.get("name", "")), "resourceName": name,
+                     "requestName": request_name})  # fmt: skip
+    return request, mappings
+
+
+def requests_and_mappings(
+    pod: Pod, extended: Mapping[str, int], by_name: Mapping[str, Raw]
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """``createRequestsAndMappings``: device requests (sorted by name) and container mappings."""
+    spec = pod.raw.get("spec") or {}
+    inits = [c for c in spec.get("initContainers") or () if isinstance(c, Mapping)]
+    containers = inits + [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
+    long_lived = [
+        i for i, c in enumerate(containers) if i >= len(inits) or c.get("restartPolicy") == "Always"
+    ]
+    short_lived = [i for i in range(len(inits)) if i not in long_lived]
+    requests: list[dict[str, Any]] = []
+    mappings: list[dict[str, str]] = []
+    for name in sorted(extended):
+        class_name = str(((by_name.get(name) or {}).get("metadata") or {}).get("name", ""))
+        if not class_name:
+            continue
+        long_requests: list[dict[str, Any] | None] = [None] * len(containers)
+        long_mappings: list[dict[str, str]] = []
+        for i in long_lived:
+            request, found = _request_for(i, containers[i], name, class_name, ())
+            long_requests[i] = request
+            long_mappings.extend(found)
+        largest: dict[str, Any] | None = None
+        short_names: set[str] = set()
+        short_mappings: list[dict[str, str]] = []
+        for i in short_lived:
+            request, found = _request_for(i, containers[i], name, class_name, long_requests[i:])
+            if request is not None:
+                short_names.add(request["name"])
+                if largest is None or largest["exactly"]["count"] < request["exactly"]["count"]:
+                    largest = request
+            short_mappings.extend(found)
+        if largest is not None and len(short_names) > 1:
+            # Init containers run one after the other: one request, the largest, serves them all.
+            short_names.discard(largest["name"])
+            for m in short_mappings:
+                if m["requestName"] in short_names:
+                    m["requestName"] = largest["name"]
+        if largest is not None:
+            requests.append(largest)
+        requests.extend(r for r in long_requests if r is not None)
+        mappings.extend(long_mappings)
+        mappings.extend(short_mappings)
+    requests.sort(key=lambda r: r["name"])
+    return requests, mappings
