@@ -287,3 +287,37 @@ def test_device_taint_rule_keeps_pods_off_a_device_unless_tolerated(
     assert node_of(plane, namespace, f"tolerant-{tag}") == host
     result = claim_status(plane, namespace, f"tolerant-{tag}")["allocation"]["devices"]["results"][0]
     assert result["tolerations"] == [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_extended_resource_backed_by_a_device_class(
+    control_plane: ControlPlane, replica: Replica, namespace: str
+) -> None:
+    """DRAExtendedResource: a container asks for `<domain>/gpu: 1`; no node offers it as allocatable,
+    a DeviceClass stands for it, and the scheduler makes, allocates and names the claim."""
+    plane, tag = control_plane, uuid.uuid4().hex[:6]
+    host, cls, driver = f"dra-ext-{tag}", f"ext-{tag}", f"ext-{tag}.example.com"
+    resource = f"{driver}/gpu"
+    klass = device_class(cls, driver)
+    klass["spec"]["extendedResourceName"] = resource
+    create(plane, node(host), klass, gpu_slice(host, 1, driver))
+    time.sleep(1.0)
+    body = pod(f"ext-{tag}", namespace)
+    body["spec"]["containers"][0]["resources"] = {"requests": {resource: "1"}, "limits": {resource: "1"}}
+    create(plane, body)
+    wait_for(lambda: node_of(plane, namespace, f"ext-{tag}") or None, 30, what="extended-resource pod bound")
+    assert node_of(plane, namespace, f"ext-{tag}") == host
+    status = get_json(plane, "pod", f"ext-{tag}", "-n", namespace)["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [
+        {"containerName": "c", "resourceName": resource, "requestName": "container-0-request-0"}
+    ]
+    claim = get_json(plane, "resourceclaim", status["resourceClaimName"], "-n", namespace)
+    assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    assert claim["metadata"]["ownerReferences"][0]["name"] == f"ext-{tag}"
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"], result["device"]) == (driver, host, "gpu-0")
+    # The one device is taken: a second such pod cannot be placed.
+    second = pod(f"ext2-{tag}", namespace)
+    second["spec"]["containers"][0]["resources"] = {"requests": {resource: "1"}, "limits": {resource: "1"}}
+    create(plane, second)
+    notes = wait_for(lambda: failed_notes(plane, namespace, f"ext2-{tag}") or None, 30, what=replica.logs())
+    assert "cannot allocate all claims" in notes[-1], notes[-1]

@@ -433,7 +433,13 @@ class _Gen:
                 }
             ]
         if self.dra_driver and not running and self.drng.random() < 0.6:
-            self.pod_claims(ns, name, spec)
+            if self.drng.random() < 0.2:  # the extended resource, asked for as any resource
+                amount = str(self.drng.choice((1, 1, 2)))
+                resources = spec["containers"][0].setdefault("resources", {})
+                for kind in ("requests", "limits"):
+                    resources.setdefault(kind, {})[f"{self.dra_driver}/gpu"] = amount
+            else:
+                self.pod_claims(ns, name, spec)
         pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
         if running:
             spec["nodeName"] = self.pick(self.node_names)
@@ -643,12 +649,15 @@ class _Gen:
         }
         for name, expression in classes.items():
             self.dra_classes.append(name)
+            spec: Obj = {"selectors": [{"cel": {"expression": expression}}]}
+            if name == f"{self.p}-gpu":  # DRAExtendedResource: `<driver>/gpu` in container requests
+                spec["extendedResourceName"] = f"{driver}/gpu"
             sc.cluster_objects.append(
                 {
                     "apiVersion": "resource.k8s.io/v1",
                     "kind": "DeviceClass",
                     "metadata": {"name": name, "labels": {LABEL: "1"}},
-                    "spec": {"selectors": [{"cel": {"expression": expression}}]},
+                    "spec": spec,
                 }
             )
 

@@ -97,6 +97,11 @@ _SIM_KINDS = (
 )
 
 
+def _scenario_prefix(body: Mapping[str, Any]) -> str:
+    """``s7-k3-`` for a pod in namespace ``s7-k3-a``: what every object of its scenario starts with."""
+    return str(body["metadata"]["namespace"]).rsplit("-", 1)[0] + "-"
+
+
 def collection(obj: Mapping[str, Any]) -> str:
     path, namespaced = _COLLECTIONS[str(obj["kind"])]
     return path.format(ns=obj["metadata"].get("namespace", "default")) if namespaced else path
@@ -553,7 +558,8 @@ class Driver:
             ours, ours_obj = await self.decide(ours_body, mark=mark)
             await self.delete_pod(pod_key(ours_body))
             await self.restore(ours.victims)
-            await self._restore_claims(claims)
+            if claims:
+                await self._restore_claims(claims, _scenario_prefix(body))
         mark = time.monotonic()
         ref_body = self._copy(body, body["metadata"]["name"], "default-scheduler")
         ref, ref_obj = await self.decide(ref_body, mark=mark)
@@ -590,21 +596,40 @@ class Driver:
         self.decisions.append(Decision(seed, sc.index, key, len(sc.nodes), ref, [], ours, simulated))
 
     async def _claims_of(self, body: Obj) -> dict[str, Obj]:
-        """Every ResourceClaim the run made (all namespaces: they all hold devices) when the pod
-        has claims, else none."""
-        if not (body.get("spec") or {}).get("resourceClaims"):
+        """Every ResourceClaim of the scenario (both namespaces: they all hold devices; those the
+        reference made for its pods' extended resources too), when the pod may use one."""
+        spec = body.get("spec") or {}
+        extended = any(
+            "dra.example.com/" in str(name)
+            for c in spec.get("containers") or ()
+            for name in ((c.get("resources") or {}).get("requests") or {})
+        )
+        if not spec.get("resourceClaims") and not extended:
             return {}
-        query = urlencode({"labelSelector": f"{LABEL}=1"})
-        listing = await self.api.request("GET", f"/apis/resource.k8s.io/v1/resourceclaims?{query}")
+        return await self._scenario_claims(_scenario_prefix(body))
+
+    async def _scenario_claims(self, prefix: str) -> dict[str, Obj]:
+        listing = await self.api.request("GET", "/apis/resource.k8s.io/v1/resourceclaims")
         return {
             f"{c['metadata']['namespace']}/{c['metadata']['name']}": {"kind": "ResourceClaim", **c}
             for c in listing.get("items") or []
+            if c["metadata"]["namespace"].startswith(prefix)
         }
 
-    async def _restore_claims(self, claims: Mapping[str, Obj]) -> None:
-        """Undo ours' allocations and reservations (the resourceclaim controller's part), so the
-        reference decides on the claims as ours found them."""
+    async def _restore_claims(self, claims: Mapping[str, Obj], prefix: str) -> None:
+        """Undo ours' allocations and reservations, and delete the claims ours made for extended
+        resources (the resourceclaim controller's and the garbage collector's parts: ours' pod is
+        deleted), so the reference decides on the claims as ours found them."""
         changed = False
+        for key in await self._scenario_claims(prefix):
+            if key in claims:
+                continue
+            ns, name = key.split("/", 1)
+            path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{quote(name)}"
+            with contextlib.suppress(RuntimeError):
+                await self.patch(path, {"metadata": {"finalizers": None}})
+            await self.delete(path, force=False)
+            changed = True
         for key, before in claims.items():
             ns, name = key.split("/", 1)
             path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{quote(name)}"
