@@ -112,7 +112,8 @@ def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa
         ("update", "resourceclaims.resource.k8s.io --subresource=binding", True),
         ("watch", "resourceslices.resource.k8s.io", True),
         ("watch", "devicetaintrules.resource.k8s.io", True),
-        ("create", "resourceclaims.resource.k8s.io", False),
+        ("create", "resourceclaims.resource.k8s.io", True),  # DRAExtendedResource claims
+        ("delete", "resourceclaims.resource.k8s.io", True),
         ("update", "resourceslices.resource.k8s.io", False),
         ("create", "services", False),
         ("patch", "schedulerprofiles.kopfscheduler.io --subresource=status", True),
