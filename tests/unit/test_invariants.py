@@ -397,3 +397,17 @@ def test_malformed_node_is_reported() -> None:
     report = check(ClusterState(pods=[], nodes=[bad]))
     assert report.kinds() == {"malformed": 1}
     assert "status.allocatable.cpu" in report.violations[0].detail
+
+
+def test_extended_resource_met_by_dra_is_no_overcommit() -> None:
+    """DRAExtendedResource: `example.com/gpu` on a node without it as allocatable is met by devices
+    when a DeviceClass stands for it; with a device plugin's allocatable it is counted as ever."""
+    gpu = {"example.com/gpu": "1"}
+    cls = {"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}
+    pods = [bound("a", "n1", resources=gpu)]
+    assert check(ClusterState(pods=pods, nodes=[node_dict("n1")], device_classes=[cls])).ok
+    assert check(ClusterState(pods=pods, nodes=[node_dict("n1")])).kinds() == {"overcommit": 1}
+    two = [bound("a", "n1", resources=gpu), bound("b", "n1", resources=gpu)]
+    offered = node_dict("n1", extra={"example.com/gpu": "1"})
+    report = check(ClusterState(pods=two, nodes=[offered], device_classes=[cls]))
+    assert report.kinds() == {"overcommit": 1}, report.summary()

@@ -13,7 +13,8 @@ Checked:
 * ``no-reason``: a pending pod of ours with neither ``PodScheduled=False`` nor a ``FailedScheduling``
   event: the pod was lost (dropped from the queue without a word).
 * ``overcommit``: a node whose bound, non-terminal pods request more than its allocatable
-  (cpu, memory, ephemeral-storage, pods, extended resources).
+  (cpu, memory, ephemeral-storage, pods, extended resources; an extended resource a DeviceClass
+  stands for, on a node not offering it, is met by DRA devices, not counted here).
 * ``host-port``: two pods on a node using the same host port/protocol on overlapping IPs.
 * ``anti-affinity``: a required anti-affinity term of a bound pod matched by another pod in the same
   topology domain (only pairs where at least one pod is ours).
@@ -50,6 +51,7 @@ from kopf_scheduler.api.types import (
     Resource,
     TopologySpreadConstraint,
 )
+from kopf_scheduler.dra import ExtendedResources
 
 __all__ = [
     "ClusterState",
@@ -110,6 +112,9 @@ class ClusterState:
     nodes: Sequence[Mapping[str, Any]] = field(default_factory=list)
     events: Sequence[Mapping[str, Any]] = field(default_factory=list)
     namespaces: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    # DRAExtendedResource: an extended resource a DeviceClass stands for is met by devices on a node
+    # that does not offer it as allocatable, so it is no overcommit there.
+    device_classes: Sequence[Mapping[str, Any]] = field(default_factory=list)
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -317,13 +322,16 @@ def check(
                 )
 
     # 2. resources, 3. host ports.
+    by_device_class = ExtendedResources().classes(
+        {str((c.get("metadata") or {}).get("name")): c for c in state.device_classes}
+    )
     free: dict[str, Resource] = {}
     for name, pods_on in sorted(by_node.items()):
         node = nodes[name]
         used = _used_resources(pods_on)
         for res in _resource_names(used):
             want, have = used.get(res), node.allocatable.get(res)
-            if want > have:
+            if want > have and not (have == 0 and res in by_device_class):
                 report.violations.append(
                     Violation("overcommit", name, f"{res}: {len(pods_on)} pods request {want} > {have}")
                 )
@@ -447,10 +455,11 @@ async def fetch_state_async(api: Any) -> ClusterState:
             items.extend(page)
         return items
 
-    pods, nodes, events, namespaces = await asyncio.gather(
+    pods, nodes, events, namespaces, classes = await asyncio.gather(
         listing("/api/v1/pods"),
         listing("/api/v1/nodes"),
         listing("/apis/events.k8s.io/v1/events"),
         listing("/api/v1/namespaces"),
+        listing("/apis/resource.k8s.io/v1/deviceclasses"),
     )
-    return ClusterState(pods=pods, nodes=nodes, events=events, namespaces=namespaces)
+    return ClusterState(pods=pods, nodes=nodes, events=events, namespaces=namespaces, device_classes=classes)
