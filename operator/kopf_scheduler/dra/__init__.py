@@ -6,7 +6,12 @@ Pure engine code: raw resource.k8s.io/v1 objects in, ``status.allocation`` dicts
 
 from .allocator import ALLOCATION_RESULTS_MAX_SIZE, AllocationError, Allocator, InvalidPoolsError
 from .cel import CelCache, CelError
-from .extended import DEVICE_CLASS_PREFIX, ExtendedResources, is_dra_extended_resource_name
+from .extended import (
+    DEVICE_CLASS_PREFIX,
+    EXTENDED_RESOURCES,
+    ExtendedResources,
+    is_dra_extended_resource_name,
+)
 from .features import DEFAULT_FEATURES, Features
 from .pools import Pool, PoolCache, gather_pools, node_matches
 from .state import AllocatedState, DeviceID, SharedDeviceID, allocation_results, gather_allocated_state
@@ -16,6 +21,7 @@ __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
     "DEFAULT_FEATURES",
     "DEVICE_CLASS_PREFIX",
+    "EXTENDED_RESOURCES",
     "AllocatedState",
     "AllocationError",
     "Allocator",

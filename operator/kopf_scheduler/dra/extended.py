@@ -13,7 +13,7 @@ from typing import Any
 
 from kopf_scheduler.api.types import ObjectError, parse_timestamp
 
-__all__ = ["DEVICE_CLASS_PREFIX", "ExtendedResources", "is_dra_extended_resource_name"]
+__all__ = ["DEVICE_CLASS_PREFIX", "EXTENDED_RESOURCES", "ExtendedResources", "is_dra_extended_resource_name"]
 
 Raw = Mapping[str, Any]
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -64,3 +64,8 @@ def _resolve(classes: tuple[Raw, ...]) -> dict[str, Raw]:
             chosen[extended] = (created, name)
             by_name[str(extended)] = cls
     return by_name
+
+
+# The one resolver NodeResourcesFit and DynamicResources (of every profile) share: both ask it about
+# the same DeviceClasses in a cycle, so the mapping is rebuilt once per change of a class, not per plugin.
+EXTENDED_RESOURCES = ExtendedResources()

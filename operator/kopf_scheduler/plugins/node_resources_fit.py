@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import Resource
-from kopf_scheduler.dra import ExtendedResources, is_dra_extended_resource_name
+from kopf_scheduler.dra import EXTENDED_RESOURCES, is_dra_extended_resource_name
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -263,9 +263,6 @@ def _node_info_of(node: Node) -> NodeInfo:
 # --- the plugin -----------------------------------------------------------------------------------
 
 
-_EXTENDED = ExtendedResources()  # DeviceClass names for extended resources, shared by profiles
-
-
 @dataclass(slots=True)
 class _PreFilterState:
     request: Resource
@@ -325,7 +322,7 @@ class NodeResourcesFit(Plugin):
         if request.scalar and self.handle is not None:
             classes = self.handle.objects.get("DeviceClass")
             if classes:
-                by_name = _EXTENDED.classes(classes)
+                by_name = EXTENDED_RESOURCES.classes(classes)
                 delegated = frozenset(
                     n
                     for n, q in request.scalar.items()

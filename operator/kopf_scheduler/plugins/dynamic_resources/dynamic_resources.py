@@ -30,10 +30,10 @@ from kopf_scheduler.api.objects import parse_node_selector
 from kopf_scheduler.api.types import NodeSelector, ObjectError
 from kopf_scheduler.dra import (
     DEFAULT_FEATURES,
+    EXTENDED_RESOURCES,
     AllocationError,
     Allocator,
     CelCache,
-    ExtendedResources,
     InvalidPoolsError,
     PoolCache,
     TaintRuleCache,
@@ -285,7 +285,7 @@ class DynamicResources(Plugin):
         except ClaimLookupError as exc:
             return None, _unresolvable(str(exc))
         tracker = self.tracker
-        extended = extended_requests(pod, _EXTENDED.classes(classes)) if classes else {}
+        extended = extended_requests(pod, EXTENDED_RESOURCES.classes(classes)) if classes else {}
         if extended:
             claims.append(find_extended_claim(pod, list(tracker.all())) or special_claim(pod))
             s.extended_index, s.extended = len(claims) - 1, extended
@@ -374,7 +374,7 @@ class DynamicResources(Plugin):
                 return None  # no other claim, nothing for DRA on this node
             if needed and not (extended_claim.get("status") or {}).get("allocation"):
                 classes = self._objects.get("DeviceClass", {})
-                requests, mappings = requests_and_mappings(pod, needed, _EXTENDED.classes(classes))
+                requests, mappings = requests_and_mappings(pod, needed, EXTENDED_RESOURCES.classes(classes))
                 node_claim = {**extended_claim, "spec": {"devices": {"requests": requests}}}
                 s.node_extended[node.name] = (node_claim, mappings)
         unavailable = [
@@ -760,7 +760,6 @@ class _BindError(Exception):
 _CEL_CACHE = CelCache()
 _POOL_CACHE = PoolCache()
 _TAINT_RULES = TaintRuleCache()
-_EXTENDED = ExtendedResources()
 
 
 def _writable(claim: Mapping[str, Any]) -> dict[str, Any]:
