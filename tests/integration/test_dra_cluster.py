@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler.testing.invariants import ClusterState, check
 
 from .test_operator_helpers import (
     Replica,
@@ -178,6 +179,9 @@ def test_exclusive_device_never_shared_and_freed_for_the_next_pod(
         lambda: node_of(plane, namespace, loser) or None, 40, what=f"freed device reused:\n{replica.logs()}"
     )
     assert node_of(plane, namespace, loser) == host
+    # The invariant checker's device rule on every claim of the cluster: no device given twice.
+    claims = get_json(plane, "resourceclaims", "-A")["items"]
+    assert check(ClusterState(resource_claims=claims)).ok
 
 
 def test_selector_matching_nothing_gets_the_reference_message(

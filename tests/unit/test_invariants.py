@@ -411,3 +411,21 @@ def test_extended_resource_met_by_dra_is_no_overcommit() -> None:
     offered = node_dict("n1", extra={"example.com/gpu": "1"})
     report = check(ClusterState(pods=two, nodes=[offered], device_classes=[cls]))
     assert report.kinds() == {"overcommit": 1}, report.summary()
+
+
+def test_a_device_allocated_to_two_claims_is_a_violation() -> None:
+    def claim(name: str, device: str, **extra: Any) -> dict[str, Any]:
+        result = {"request": "gpu", "driver": "d", "pool": "p", "device": device, **extra}
+        return {
+            "metadata": {"name": name, "namespace": "ns"},
+            "status": {"allocation": {"devices": {"results": [result]}}},
+        }
+
+    fine = [claim("a", "gpu-0"), claim("b", "gpu-1"), claim("c", "gpu-0", adminAccess=True)]
+    assert check(ClusterState(resource_claims=fine)).ok
+    shares = [claim("a", "nic", shareID="1"), claim("b", "nic", shareID="2")]
+    assert check(ClusterState(resource_claims=shares)).ok
+    twice = check(ClusterState(resource_claims=[claim("a", "gpu-0"), claim("b", "gpu-0")]))
+    assert twice.kinds() == {"device-shared": 1}
+    assert twice.violations[0].subject == "d/p/gpu-0"
+    assert twice.violations[0].detail == "allocated to ['ns/a', 'ns/b']"

@@ -22,6 +22,9 @@ Checked:
   eligible domains exceeds ``maxSkew``. This is a final-state check; it is exact when the matching
   pods are placed by us under the same constraint and none is deleted (then the last pod placed in
   the fullest domain passed the filter against a minimum that can only have grown since).
+* ``device-shared``: a device (driver/pool/device) in the allocation of two ResourceClaims, neither
+  with admin access nor as a share (``shareID``) of a device that allows several: DynamicResources
+  gave one exclusive device twice.
 * ``stranded`` (optional): a pending pod of ours with only resource requirements (no affinity, spread,
   ports, tolerations, gates) that fits the free resources of a schedulable untainted node matching its
   nodeSelector: a sign of phantom (leaked) assumed pods in the scheduler's cache or a lost pod.
@@ -66,7 +69,8 @@ _ANY_IP = "0.0.0.0"
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    # bound-twice | no-reason | overcommit | host-port | anti-affinity | spread | stranded | malformed
+    # bound-twice | no-reason | overcommit | host-port | anti-affinity | spread | device-shared |
+    # stranded | malformed
     kind: str
     subject: str  # ns/pod or node name
     detail: str
@@ -115,6 +119,7 @@ class ClusterState:
     # DRAExtendedResource: an extended resource a DeviceClass stands for is met by devices on a node
     # that does not offer it as allocatable, so it is no overcommit there.
     device_classes: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    resource_claims: Sequence[Mapping[str, Any]] = field(default_factory=list)
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -440,7 +445,24 @@ def check(
                         Violation("stranded", pod.key, f"pending but fits node {name} by every resource")
                     )
                     break
+    _check_devices(state.resource_claims, report)
     return report
+
+
+def _check_devices(claims: Sequence[Mapping[str, Any]], report: Report) -> None:
+    holders: dict[str, list[str]] = {}
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or ():
+            if result.get("adminAccess") or result.get("shareID"):
+                continue
+            device = f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}"
+            holders.setdefault(device, []).append(key)
+    for device, keys in sorted(holders.items()):
+        if len(set(keys)) > 1:
+            report.violations.append(Violation("device-shared", device, f"allocated to {sorted(set(keys))}"))
 
 
 # --- fetching from a live apiserver ---------------------------------------------------------------
@@ -455,11 +477,19 @@ async def fetch_state_async(api: Any) -> ClusterState:
             items.extend(page)
         return items
 
-    pods, nodes, events, namespaces, classes = await asyncio.gather(
+    pods, nodes, events, namespaces, classes, claims = await asyncio.gather(
         listing("/api/v1/pods"),
         listing("/api/v1/nodes"),
         listing("/apis/events.k8s.io/v1/events"),
         listing("/api/v1/namespaces"),
         listing("/apis/resource.k8s.io/v1/deviceclasses"),
+        listing("/apis/resource.k8s.io/v1/resourceclaims"),
     )
-    return ClusterState(pods=pods, nodes=nodes, events=events, namespaces=namespaces, device_classes=classes)
+    return ClusterState(
+        pods=pods,
+        nodes=nodes,
+        events=events,
+        namespaces=namespaces,
+        device_classes=classes,
+        resource_claims=claims,
+    )
