@@ -13,7 +13,7 @@ from .extended import (
     is_dra_extended_resource_name,
 )
 from .features import DEFAULT_FEATURES, Features
-from .pools import Pool, PoolCache, gather_pools, node_matches
+from .pools import Pool, PoolCache, node_matches
 from .state import AllocatedState, DeviceID, SharedDeviceID, allocation_results, gather_allocated_state
 from .taint_rules import TaintRuleCache, apply_taint_rules
 
@@ -38,7 +38,6 @@ __all__ = [
     "allocation_results",
     "apply_taint_rules",
     "gather_allocated_state",
-    "gather_pools",
     "is_dra_extended_resource_name",
     "node_matches",
 ]

@@ -314,7 +314,6 @@ class Allocator:
             else:
                 self.slices_shared.append(s)
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
-        self.allocate_one_calls = 0  # the search's work, as the reference's Stats
 
     def allocate(self, node: Node, claims: Sequence[Raw]) -> list[dict[str, Any]] | None:
         run = _Run(self, node, claims)
@@ -601,7 +600,6 @@ class _Run:
     def _allocate_one(
         self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int]
     ) -> bool:
-        self.a.allocate_one_calls += 1
         if ci >= len(self.claims):
             return True
         claim = self.claims[ci]

@@ -19,7 +19,7 @@ from kopf_scheduler.api.types import ObjectError
 
 from .features import Features
 
-__all__ = ["Pool", "PoolCache", "gather_pools", "node_matches"]
+__all__ = ["Pool", "PoolCache", "node_matches"]
 
 Raw = Mapping[str, Any]
 
@@ -95,12 +95,6 @@ def _relevant(slice_: Raw, node: Node) -> bool:
             for d in _devices(slice_)
         )
     return False
-
-
-def gather_pools(
-    slices_for_node: Sequence[Raw], node: Node, features: Features, all_slices: Sequence[Raw]
-) -> list[Pool]:
-    return _gather(slices_for_node, node, features, all_slices)[0]
 
 
 class PoolCache:

@@ -47,27 +47,6 @@ class AllocatedState:
             else:
                 self.allocated_devices.add(device)
 
-    def remove_allocation(self, allocation: Mapping[str, Any]) -> None:
-        for result in allocation_results(allocation):
-            if result.get("adminAccess"):
-                continue
-            device = _device_of(result)
-            share = result.get("shareID")
-            if share:
-                self.allocated_shared_device_ids.discard((*device, str(share)))
-                total = self.aggregated_capacity.get(device)
-                consumed = result.get("consumedCapacity") or {}
-                if total is not None and isinstance(consumed, Mapping):
-                    for name, amount in consumed.items():
-                        try:
-                            total[str(name)] = total.get(str(name), Fraction(0)) - parse_quantity(amount)
-                        except QuantityError:
-                            continue
-                    if all(v == 0 for v in total.values()):
-                        del self.aggregated_capacity[device]
-            else:
-                self.allocated_devices.discard(device)
-
 
 def _device_of(result: Mapping[str, Any]) -> DeviceID:
     return (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
