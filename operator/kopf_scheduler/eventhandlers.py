@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.api.podgroup import parse_pod_group, pod_group_key
+from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cache.cache import CacheError
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.framework.events import (
@@ -22,6 +24,7 @@ from kopf_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    EVENT_UNSCHEDULED_POD_ADD,
     ActionType,
     node_scheduling_properties_change,
     object_event,
@@ -32,6 +35,8 @@ from kopf_scheduler.queue.interface import SchedulingQueue
 __all__ = ["EventHandlers"]
 
 log = logging.getLogger(__name__)
+
+POD_GROUP_KIND = "PodGroup"
 
 def _le_priority(priority: int) -> Callable[[Pod], bool]:
     return lambda pod: pod.priority <= priority
@@ -55,6 +60,8 @@ class EventHandlers:
         if pod.is_terminal:
             self.delete_pod(pod)
             return
+        if pod.pod_group:
+            self.cache.pod_groups.set_pod(pod)
         if pod.node_name:
             if self.queue.is_known(pod.uid):
                 self.queue.delete(pod)  # bound by someone else while queued
@@ -63,11 +70,17 @@ class EventHandlers:
             if self.cache.is_assumed(pod.uid):
                 return  # being bound by us; a re-list must not queue it again
             self.queue.add(pod)
+            if pod.pod_group:
+                # A new member may complete its gang's minCount (the reference sends this event
+                # whenever GenericWorkload is on; only GangScheduling, for members, listens).
+                self.queue.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, pod)
 
     def update_pod(self, old: Pod, new: Pod) -> None:
         if new.is_terminal:
             self.delete_pod(new if new.node_name else old)
             return
+        if new.pod_group:
+            self.cache.pod_groups.set_pod(new)
         if old.node_name:
             self._update_assigned(old, new)
         elif new.node_name:
@@ -80,6 +93,8 @@ class EventHandlers:
 
     def delete_pod(self, pod: Pod, *, final_state_unknown: bool = False) -> None:
         """``final_state_unknown``: the object may be stale (missed the delete), clean up both sides."""
+        if pod.pod_group:
+            self.cache.pod_groups.delete_pod(pod)
         if final_state_unknown:
             self._delete_assigned(pod)
             if self.is_responsible(pod):
@@ -169,18 +184,35 @@ class EventHandlers:
 
     def add_object(self, kind: str, raw: Mapping[str, Any]) -> None:
         self.cache.add_object(kind, raw)
+        if kind == POD_GROUP_KIND:
+            self._set_pod_group(raw)
         event = object_event(kind, ActionType.ADD)
         if event is not None:
             self.queue.move_all_to_active_or_backoff(event, None, raw)
 
     def update_object(self, kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         self.cache.update_object(kind, new)
+        if kind == POD_GROUP_KIND:
+            self._set_pod_group(new)
         event = object_event(kind, ActionType.UPDATE)
         if event is not None:
             self.queue.move_all_to_active_or_backoff(event, old, new)
 
+    def _set_pod_group(self, raw: Mapping[str, Any]) -> None:
+        try:
+            group = parse_pod_group(raw)
+        except (ObjectError, ValueError) as exc:
+            meta = raw.get("metadata") or {}
+            log.error("PodGroup %s/%s is malformed: %s", meta.get("namespace"), meta.get("name"), exc)
+            return
+        self.cache.pod_groups.set_group(group)
+
     def delete_object(self, kind: str, raw: Mapping[str, Any]) -> None:
         self.cache.delete_object(kind, raw)
+        if kind == POD_GROUP_KIND:
+            meta = raw.get("metadata") or {}
+            key = pod_group_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+            self.cache.pod_groups.delete_group(key)
         event = object_event(kind, ActionType.DELETE)
         if event is not None:
             self.queue.move_all_to_active_or_backoff(event, raw, None)

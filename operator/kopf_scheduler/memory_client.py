@@ -44,6 +44,9 @@ class MemoryClusterClient:
     objects: dict[str, dict[str, Any]] | None = None
     claim_writes: list[tuple[str, str]] = field(default_factory=list)  # (claim key, what)
     extended_claim_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> status
+    pod_group_conditions: dict[str, list[dict[str, Any]]] = field(
+        default_factory=dict
+    )  # group key -> conditions
     _version: int = 0
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -242,3 +245,12 @@ class MemoryClusterClient:
 
     def failed_messages(self, key: str) -> list[str]:
         return [e.message for e in self.events if e.pod == key and e.reason == "FailedScheduling"]
+
+    async def set_pod_group_conditions(
+        self, namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]
+    ) -> None:
+        key = f"{namespace}/{name}"
+        self.pod_group_conditions[key] = [dict(c) for c in conditions]
+        stored = (self.objects or {}).get("PodGroup", {}).get(key)
+        if stored is not None:
+            stored.setdefault("status", {})["conditions"] = [dict(c) for c in conditions]

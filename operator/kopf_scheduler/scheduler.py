@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import logging
 import random
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.podgroup import POD_GROUP_INITIALLY_SCHEDULED, PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
@@ -31,6 +34,7 @@ from kopf_scheduler.framework.interface import (
     AsyncPreemptionPlugin,
     Code,
     CycleState,
+    PlacementProgress,
     PodNominator,
     PostFilterResult,
     PreEnqueuePlugin,
@@ -76,6 +80,7 @@ MAX_QUEUED_EVENTS = 1000
 EVENT_WORKERS = 4
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
+POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"  # the reference's errPodGroupUnschedulable
 
 
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int, global_percentage: int = 0) -> int:
@@ -87,6 +92,38 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int, globa
         pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
     num = num_all_nodes * pct // 100
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def _natural_key(name: str) -> tuple[Any, ...]:
+    """"m-2" before "m-10": members created in the same second keep their numbering's order."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def _rfc3339(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(int(seconds), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _validate_pod_group(group: PodGroup, members: list[QueuedPodInfo]) -> str | None:
+    """``validatePodGroup``: one schedulerName, the group's priority and one preemption policy."""
+    first = members[0].pod
+    for qpi in members:
+        pod = qpi.pod
+        if pod.scheduler_name != first.scheduler_name:
+            return (
+                "all pods in a single pod group should have the same .spec.schedulerName set, "
+                f'got: "{pod.scheduler_name}" and "{first.scheduler_name}"'
+            )
+        if pod.priority != group.priority:
+            return (
+                "all pods in a single pod group should have the same priority as the pod group's "
+                f"priority, got {pod.priority} and {group.priority}"
+            )
+        if pod.preemption_policy != first.preemption_policy:
+            return (
+                "all pods in a single pod group should have the same preemption policy, "
+                f"got {pod.preemption_policy} and {first.preemption_policy}"
+            )
+    return None
 
 
 # --- profiles -----------------------------------------------------------------------------------
@@ -242,6 +279,7 @@ class Scheduler:
                 client=client,
                 nominator=self.nominator,
                 metrics=self.metrics,
+                pod_groups=cache.pod_groups,
             ),
             queue,
         )
@@ -312,6 +350,9 @@ class Scheduler:
             log.error("no profile for scheduler name %r (pod %s)", pod.scheduler_name, pod.key)
             self.queue.done(pod.uid)
             return True
+        if pod.pod_group and fw.schedules_pod_groups():
+            self._schedule_pod_group(fw, [qpi, *self.queue.pop_pod_group_members(pod)])
+            return True
         if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
             self.queue.done(pod.uid)
             return True
@@ -339,6 +380,8 @@ class Scheduler:
             log.error("error selecting node for pod %s: %s", pod.key, exc)
             return _Failure(exc.status, exc, nominating="")
         except FitError as fit:
+            if state.pod_group_cycle:  # no per-pod PostFilter: the group's decides, at its end
+                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating=None)
             if not fw.has_post_filter_plugins():  # no preemption: a nomination left is cleared
                 return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating="")
             pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
@@ -365,6 +408,8 @@ class Scheduler:
         if not is_success(status):
             assert status is not None
             return self._undo_assume(fw, state, pod, assumed, host, status)
+        if state.pod_group_cycle:
+            return result, assumed  # Permit runs once the whole group is placed
         status = fw.run_permit_plugins(state, assumed, host)
         if status is not None and not status.is_wait() and not status.is_success():
             return self._undo_assume(fw, state, pod, assumed, host, status)
@@ -388,6 +433,193 @@ class Scheduler:
             self.cache.forget_pod(assumed)
         except Exception:
             log.exception("forgetting assumed pod %s failed", assumed.key)
+
+    # -- pod groups (schedule_one_podgroup.go) --
+
+    def _schedule_pod_group(self, fw: Framework, qpis: list[QueuedPodInfo]) -> None:
+        """One cycle for a whole pod group: place members one by one on the same snapshot (each
+        assumed and reserved so the next sees it) while PlacementFeasible says the group can still
+        make it; bind them all if it does, else undo every placement and requeue them all."""
+        start = self.clock()
+        head = qpis[0].pod
+        groups = fw.pod_groups
+        group = groups.get(head.namespace, head.pod_group) if groups is not None else None
+        members: list[QueuedPodInfo] = []
+        for qpi in qpis:
+            if qpi.pod.deletion_timestamp or self.cache.is_assumed(qpi.uid):
+                self.queue.done(qpi.uid)
+            else:
+                members.append(qpi)
+        if not members:
+            return
+        if group is None or groups is None:  # deleted since PreEnqueue let the members in
+            err = RuntimeError(f'pod group "{head.pod_group}" not found')
+            for qpi in members:
+                self._handle_failure(fw, qpi, _Failure(Status.as_error(err), err, nominating=""), start)
+            return
+        members.sort(key=lambda q: (q.pod.creation_timestamp, _natural_key(q.pod.name)))
+        problem = _validate_pod_group(group, members)
+        if problem is not None:
+            for qpi in members:
+                failure = _Failure(Status(Code.ERROR, problem), None, nominating="")
+                self._handle_failure(fw, qpi, failure, start)
+            self._set_pod_group_condition(group, "False", SCHEDULER_ERROR, problem)
+            self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
+            return
+
+        scheduled = groups.scheduled_count(group.namespace, group.name)
+        outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]] = []
+        group_status = fw.run_placement_feasible_plugins(group, PlacementProgress(scheduled, len(members)))
+        if group_status is not None and group_status.code == Code.ERROR:
+            msg = f"failed to evaluate placement feasibility: {group_status.message}"
+            group_status = Status(Code.ERROR, msg)
+        elif group_status is None or not group_status.is_rejected():
+            remaining = len(members)
+            any_scheduled = False
+            for qpi in members:
+                state = CycleState()
+                state.pod_group_cycle = True
+                state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
+                outcome = self._scheduling_cycle(state, fw, qpi, self.clock())
+                outcomes.append((qpi, state, outcome))
+                placed = not isinstance(outcome, _Failure)
+                if isinstance(outcome, _Failure) and not outcome.status.is_rejected():
+                    msg = f"failed to schedule other pod from a pod group: {outcome.status.message}"
+                    group_status = Status(Code.ERROR, msg)
+                    break
+                remaining -= 1
+                scheduled += placed
+                progress = PlacementProgress(scheduled, remaining)
+                group_status = fw.run_placement_feasible_plugins(group, progress)
+                if group_status is not None and group_status.code == Code.ERROR:
+                    msg = f"failed to evaluate placement feasibility: {group_status.message}"
+                    group_status = Status(Code.ERROR, msg)
+                    break
+                if group_status is not None and group_status.is_rejected():
+                    break
+                any_scheduled = any_scheduled or placed
+            if group_status is not None and group_status.is_wait():
+                group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
+            elif is_success(group_status) and not any_scheduled:
+                group_status = Status(Code.UNSCHEDULABLE)
+        if group_status is not None and group_status.is_rejected():
+            group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
+            if not any(isinstance(o, _Failure) and o.status.code == Code.ERROR for _, _, o in outcomes):
+                group_status.reasons.extend(self._pod_group_post_filter(fw, group))
+        self.metrics.pod_group_algorithm(self.clock() - start)
+        if is_success(group_status):
+            self._submit_pod_group(fw, group, members, outcomes, start)
+        else:
+            assert group_status is not None
+            self._reject_pod_group(fw, group, members, outcomes, group_status, start)
+
+    def _pod_group_post_filter(self, fw: Framework, group: PodGroup) -> list[str]:
+        """What the group's PostFilter adds to its message. Workload-aware preemption is not built:
+        only its verdict when no pod has a lower priority than the group's (nothing to preempt)."""
+        if not any(p.name == "DefaultPreemption" for p in fw.post_filter_plugins):
+            return []
+        for info in self.snapshot.node_infos:
+            if any(p.priority < group.priority for p in info.pods):
+                return []
+        return ["pod group preemption: No preemption victims found for incoming preemptor"]
+
+    def _submit_pod_group(
+        self,
+        fw: Framework,
+        group: PodGroup,
+        members: list[QueuedPodInfo],
+        outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]],
+        start: float,
+    ) -> None:
+        """The group is placed: Permit and bind its placed members, requeue the rest on their own."""
+        tried = {qpi.uid for qpi, _, _ in outcomes}
+        for qpi, state, outcome in outcomes:
+            if isinstance(outcome, _Failure):
+                self._handle_failure(fw, qpi, outcome, start)
+                continue
+            result, assumed = outcome
+            state.pod_group_cycle = False
+            host = result.suggested_host
+            status = fw.run_permit_plugins(state, assumed, host)
+            if status is not None and not status.is_wait() and not status.is_success():
+                failure = self._undo_assume(fw, state, qpi.pod, assumed, host, status)
+                self._handle_failure(fw, qpi, failure, start)
+                continue
+            binding = self._run_binding_cycle(state, fw, qpi, result, assumed, start)
+            self._spawn(binding, f"binding {assumed.key}")
+        for qpi in members:  # not reached: only after an error, which is not a success
+            if qpi.uid not in tried:
+                self.queue.done(qpi.uid)
+        self._set_pod_group_condition(group, "True", "Scheduled", "")
+        self.metrics.pod_group_attempt(SCHEDULED_RESULT, fw.profile_name, self.clock() - start)
+
+    def _reject_pod_group(
+        self,
+        fw: Framework,
+        group: PodGroup,
+        members: list[QueuedPodInfo],
+        outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]],
+        group_status: Status,
+        start: float,
+    ) -> None:
+        """Undo every placement (last first), then fail every member: those placed with the group's
+        message, those that were not with their own, those not tried with the group's."""
+        for qpi, state, outcome in reversed(outcomes):
+            if isinstance(outcome, _Failure):
+                continue
+            result, assumed = outcome
+            fw.run_reserve_plugins_unreserve(state, assumed, result.suggested_host)
+            self._forget(assumed)
+            if qpi.pod.nominated_node_name:  # assuming dropped its nomination: give it back
+                self.nominator.add_nominated_pod(qpi.pod, qpi.pod.nominated_node_name)
+        own = {qpi.uid: outcome for qpi, _, outcome in outcomes if isinstance(outcome, _Failure)}
+        error = group_status.code == Code.ERROR
+        group_msg = group_status.message
+        for qpi in members:
+            failure = own.get(qpi.uid)
+            if error:
+                if failure is None or failure.status.code != Code.ERROR:
+                    failure = _Failure(group_status, None, nominating="")
+            elif failure is None:
+                msg = f"{POD_GROUP_UNSCHEDULABLE}, {group_msg}" if group_msg else POD_GROUP_UNSCHEDULABLE
+                failure = _Failure(Status(Code.UNSCHEDULABLE, msg), None, nominating="")
+            elif failure.nominating is None:
+                failure.nominating = ""
+            self._handle_failure(fw, qpi, failure, start, group_member=True)
+        if error:
+            self._set_pod_group_condition(group, "False", SCHEDULER_ERROR, group_msg)
+            self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
+        else:
+            self._set_pod_group_condition(group, "False", UNSCHEDULABLE, group_msg)
+            self.metrics.pod_group_attempt(UNSCHEDULABLE_RESULT, fw.profile_name, self.clock() - start)
+
+    def _set_pod_group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+        """``PodGroupInitiallyScheduled`` as ``apimeta.SetStatusCondition`` would set it; never back
+        from True, and no write when nothing changes."""
+        existing = group.condition(POD_GROUP_INITIALLY_SCHEDULED)
+        if existing is not None and existing.get("status") == "True" and status != "True":
+            return
+        cond: dict[str, Any] = {"type": POD_GROUP_INITIALLY_SCHEDULED, "status": status, "reason": reason}
+        cond["message"] = message
+        if group.generation:
+            cond["observedGeneration"] = group.generation
+        if existing is not None and existing.get("status") == status:
+            cond["lastTransitionTime"] = existing.get("lastTransitionTime")
+            if all(existing.get(k) == v for k, v in cond.items()):
+                return
+        else:
+            cond["lastTransitionTime"] = _rfc3339(time.time())
+        conditions = [c for c in group.conditions if c.get("type") != POD_GROUP_INITIALLY_SCHEDULED]
+        conditions.append(cond)
+        self._spawn(self._write_pod_group_conditions(group, conditions), f"condition of PodGroup {group.key}")
+
+    async def _write_pod_group_conditions(self, group: PodGroup, conditions: list[Mapping[str, Any]]) -> None:
+        try:
+            await self.client.set_pod_group_conditions(group.namespace, group.name, conditions)
+        except NotFound:
+            pass
+        except ApiError as exc:
+            log.warning("updating the status of PodGroup %s failed: %s", group.key, exc)
 
     # -- the algorithm --
 
@@ -506,16 +738,29 @@ class Scheduler:
 
     # -- failures --
 
-    def _handle_failure(self, fw: Framework, qpi: QueuedPodInfo, failure: _Failure, start: float) -> None:
-        """Requeue and report (``handleSchedulingFailure``); the API writes go to the background."""
+    def _handle_failure(
+        self,
+        fw: Framework,
+        qpi: QueuedPodInfo,
+        failure: _Failure,
+        start: float,
+        *,
+        group_member: bool = False,
+    ) -> None:
+        """Requeue and report (``handleSchedulingFailure``); the API writes go to the background.
+
+        ``group_member``: the pod failed with its group; the group is retried after backoff as a
+        whole (the reference's group entity has no rejector plugins), not on its own rejectors' events.
+        """
         pod: Pod = qpi.pod
         status = failure.status
         reason = UNSCHEDULABLE if status.is_rejected() else SCHEDULER_ERROR
         err = failure.error
         if isinstance(err, FitError):
             len(err.diagnosis.node_to_status)  # materialize deferred statuses (plugin bookkeeping)
-            qpi.unschedulable_plugins = set(err.diagnosis.unschedulable_plugins)
-            qpi.pending_plugins = set(err.diagnosis.pending_plugins)
+            if not group_member:
+                qpi.unschedulable_plugins = set(err.diagnosis.unschedulable_plugins)
+                qpi.pending_plugins = set(err.diagnosis.pending_plugins)
             message = str(err)
         else:
             message = status.message

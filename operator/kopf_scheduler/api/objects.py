@@ -148,11 +148,18 @@ class Pod:
     # None when the resourceclaim controller decided no claim is needed).
     resource_claims: tuple[PodResourceClaim, ...] = ()
     resource_claim_statuses: tuple[tuple[str, str | None], ...] = ()
+    # spec.schedulingGroup.podGroupName: the PodGroup (same namespace) this pod is a member of.
+    pod_group: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def key(self) -> str:
         return pod_key(self.namespace, self.name)
+
+    @property
+    def pod_group_key(self) -> str:
+        """``namespace/podGroupName``, or "" for a pod of no group."""
+        return f"{self.namespace}/{self.pod_group}" if self.pod_group else ""
 
     @property
     def filter_requests(self) -> Resource:
@@ -931,8 +938,16 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         generation=as_int(meta.get("generation"), "metadata.generation"),
         resource_claims=_resource_claims(spec),
         resource_claim_statuses=_resource_claim_statuses(status),
+        pod_group=_pod_group(spec),
         raw=obj,
     )
+
+
+def _pod_group(spec: Mapping[str, Any]) -> str:
+    group = spec.get("schedulingGroup")
+    if group is None:
+        return ""
+    return str(as_mapping(group, "spec.schedulingGroup").get("podGroupName") or "")
 
 
 def parse_node(obj: Mapping[str, Any]) -> Node:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.cache.podgroups import PodGroupStates
 from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import ImageState, NodeInfo, next_generation
 
@@ -160,6 +161,7 @@ class Cache:
         self._node_images: dict[str, tuple[str, ...]] = {}
         self._snapshot_tree_version: weakref.WeakKeyDictionary[Snapshot, int] = weakref.WeakKeyDictionary()
         self.objects: dict[str, dict[str, Mapping[str, Any]]] = {}
+        self.pod_groups = PodGroupStates(self.is_assumed)
 
     # -- nodes --
 

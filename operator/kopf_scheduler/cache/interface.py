@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Node, Pod
+    from kopf_scheduler.cache.podgroups import PodGroupStates
     from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
@@ -64,3 +65,8 @@ class SchedulerCache(Protocol):
     # -- per cycle --
 
     def update_snapshot(self, snapshot: Snapshot) -> int: ...
+
+    # -- pod groups (all pods naming a PodGroup, pending or bound, and the PodGroup objects) --
+
+    @property
+    def pod_groups(self) -> PodGroupStates: ...

@@ -510,6 +510,17 @@ class KubeClusterClient:
         except ApiError as exc:
             logger.warning("Failed to set nominatedNodeName of %s: %s", pod.key, exc)
 
+    async def set_pod_group_conditions(
+        self, namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]
+    ) -> None:
+        path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
+        await self.api.request(
+            "PATCH",
+            path,
+            body={"status": {"conditions": [dict(c) for c in conditions]}},
+            content_type="application/merge-patch+json",
+        )
+
     async def _event(
         self,
         pod: Pod,

@@ -162,6 +162,7 @@ class ControlPlane:
         *,
         log_to_files: bool = True,
         controllers: bool = False,
+        workloads: bool = False,
     ) -> None:
         self.bin_path = binary or build()
         self._own_workdir = workdir is None
@@ -173,6 +174,7 @@ class ControlPlane:
         self.server = f"https://127.0.0.1:{self.port}"
         self.admin_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.controllers = controllers
+        self.workloads = workloads
         self.controller_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -310,9 +312,21 @@ class ControlPlane:
                 # that TaintNodesByCondition puts on every new node; without it no node could be used.
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=true",
+                *self.workload_args(),
                 "--v=0",
             ],
         )
+
+    def workload_args(self) -> list[str]:
+        """With ``workloads``: the GenericWorkload gate (beta, off by default in v1.37) and the
+        ``scheduling.k8s.io/v1beta1`` API that serves PodGroups; the reference kube-scheduler run
+        against this plane needs the same gate (``feature_gates``)."""
+        if not self.workloads:
+            return []
+        return [f"--feature-gates={self.feature_gates()}", "--runtime-config=scheduling.k8s.io/v1beta1=true"]
+
+    def feature_gates(self) -> str:
+        return "GenericWorkload=true" if self.workloads else ""
 
     def start_controller_manager(self) -> None:
         """kube-controller-manager as ``system:kube-controller-manager`` (its bootstrap RBAC role),
@@ -339,6 +353,7 @@ class ControlPlane:
                 f"--root-ca-file={certs / 'ca.crt'}",
                 "--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
                 "--leader-elect=false",
+                *([f"--feature-gates={self.feature_gates()}"] if self.workloads else []),
                 "--v=0",
             ],
         )
@@ -459,8 +474,8 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running_control_plane(*, controllers: bool = False) -> Iterator[ControlPlane]:
-    plane = ControlPlane(controllers=controllers)
+def running_control_plane(*, controllers: bool = False, workloads: bool = False) -> Iterator[ControlPlane]:
+    plane = ControlPlane(controllers=controllers, workloads=workloads)
     try:
         yield plane.start()
     finally:
@@ -479,6 +494,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="up: also run kube-controller-manager (ResourceClaimTemplates, ReplicaSets, PDB status)",
     )
+    parser.add_argument(
+        "--workloads",
+        action="store_true",
+        help="up: GenericWorkload on and scheduling.k8s.io/v1beta1 served (PodGroups, gang scheduling)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -490,7 +510,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "build":
         print(f"{binary} ({time.monotonic() - started:.1f}s)")
         return 0
-    with running_control_plane(controllers=args.controllers) as plane:
+    with running_control_plane(controllers=args.controllers, workloads=args.workloads) as plane:
         print(f"control plane ready in {plane.start_seconds:.1f}s at {plane.server}")
         print(f"export KUBECONFIG={plane.kubeconfig}")
         print("Ctrl-C stops it.", flush=True)

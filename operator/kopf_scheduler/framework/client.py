@@ -123,3 +123,10 @@ class ClusterClient(Protocol):
     async def set_pod_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
         """Patch ``status.extendedResourceClaimStatus`` (request mappings, the claim's name)."""
         ...
+
+    async def set_pod_group_conditions(
+        self, namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Write ``status.conditions`` of a PodGroup (``scheduling.k8s.io/v1beta1``) as given;
+        raise NotFound or ApiError."""
+        ...

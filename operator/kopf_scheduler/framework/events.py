@@ -59,6 +59,7 @@ class EventResource(enum.StrEnum):
     RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
     RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
     DEVICE_CLASS = "resource.k8s.io/DeviceClass"
+    POD_GROUP = "scheduling.k8s.io/PodGroup"
     WILDCARD = "*"
 
 
@@ -164,6 +165,7 @@ OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
     # The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
     # ResourceSlices it selects; the plugin hears it as that.
     "DeviceTaintRule": EventResource.RESOURCE_SLICE,
+    "PodGroup": EventResource.POD_GROUP,
 }
 
 def object_event(kind: str, action: ActionType) -> ClusterEvent | None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.api.podgroup import PodGroup
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
     from kopf_scheduler.metrics.recorder import MetricsRecorder
@@ -52,7 +53,10 @@ __all__ = [
     "Handle",
     "NodeLister",
     "PermitPlugin",
+    "PlacementFeasiblePlugin",
+    "PlacementProgress",
     "Plugin",
+    "PodGroupManager",
     "PodNominator",
     "PostBindPlugin",
     "PostFilterPlugin",
@@ -68,6 +72,8 @@ __all__ = [
     "QueueingHintFn",
     "ReservePlugin",
     "ScorePlugin",
+    "SignFragments",
+    "SignPlugin",
     "Status",
     "is_success",
 ]
@@ -153,7 +159,13 @@ def is_success(status: Status | None) -> bool:
 class CycleState:
     """Per-cycle scratch space shared by a pod's plugins (``framework.CycleState``)."""
 
-    __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = (
+        "_data",
+        "pod_group_cycle",
+        "record_plugin_metrics",
+        "skip_filter_plugins",
+        "skip_score_plugins",
+    )
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -161,6 +173,8 @@ class CycleState:
         self.skip_score_plugins: set[str] = set()
         # This cycle times each plugin call (plugin_execution_duration_seconds is sampled).
         self.record_plugin_metrics = False
+        # A member's attempt inside a pod group cycle: no per-pod PostFilter (the group has its own).
+        self.pod_group_cycle = False
 
     def read(self, key: str) -> Any:
         """Raise KeyError when absent, as the reference returns ErrNotFound."""
@@ -182,6 +196,7 @@ class CycleState:
         other.skip_filter_plugins = set(self.skip_filter_plugins)
         other.skip_score_plugins = set(self.skip_score_plugins)
         other.record_plugin_metrics = self.record_plugin_metrics
+        other.pod_group_cycle = self.pod_group_cycle
         return other
 
 
@@ -240,6 +255,19 @@ class PodNominator(Protocol):
         ...
 
 
+class PodGroupManager(Protocol):
+    """Pod groups as the scheduler sees them (``fwk.PodGroupManager``): the PodGroup objects and
+    every pod naming one, pending or placed (bound, or assumed by us)."""
+
+    def get(self, namespace: str, name: str) -> PodGroup | None: ...
+
+    def all_pods_count(self, namespace: str, name: str) -> int: ...
+
+    def scheduled_count(self, namespace: str, name: str) -> int: ...
+
+    def unscheduled_pods(self, namespace: str, name: str) -> list[Pod]: ...
+
+
 class Handle(Protocol):
     """What plugins get from the framework at construction (``framework.Handle``): the
     framework's own services, fixed for its lifetime, and the runner preemption's what-ifs use."""
@@ -267,6 +295,11 @@ class Handle(Protocol):
 
     @property
     def metrics(self) -> MetricsRecorder: ...
+
+    @property
+    def pod_groups(self) -> PodGroupManager | None:
+        """None in a framework built without one (then no pod is a group member to it)."""
+        ...
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...
 
@@ -454,3 +487,37 @@ class PostBindPlugin(Protocol):
     name: str
 
     async def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+@dataclass(slots=True, frozen=True)
+class PlacementProgress:
+    """How far a pod group cycle got (``framework.PlacementProgress``): members placed (before or in
+    this cycle) and members still to try."""
+
+    scheduled: int
+    remaining: int
+
+
+@runtime_checkable
+class PlacementFeasiblePlugin(Protocol):
+    """Asked before and after each member of a pod group cycle: Success once the group's constraints
+    hold, Wait while they still may, Unschedulable when they no longer can (ends the cycle)."""
+
+    name: str
+
+    def placement_feasible(self, group: PodGroup, progress: PlacementProgress) -> Status | None: ...
+
+
+# (key, value) pairs a plugin contributes to a pod's scheduling signature.
+SignFragments = Sequence[tuple[str, Any]]
+
+
+@runtime_checkable
+class SignPlugin(Protocol):
+    """OpportunisticBatching's ``Sign`` point: what of the pod decides this plugin's Filter and
+    Score. Two pods with equal fragments from every plugin get the same results on the same nodes.
+    A non-success status means the pod cannot be signed (then it is never batched)."""
+
+    name: str
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]: ...

@@ -40,6 +40,7 @@ IN_TREE: dict[str, str] = {
     "NodeVolumeLimits": _P + "node_volume_limits:NodeVolumeLimits",
     "NodeDeclaredFeatures": _P + "node_declared_features:NodeDeclaredFeatures",
     "DefaultPreemption": _P + "default_preemption:DefaultPreemption",
+    "GangScheduling": _P + "gang_scheduling:GangScheduling",
 }
 
 

@@ -30,6 +30,9 @@ from kopf_scheduler.framework.interface import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    PlacementFeasiblePlugin,
+    PlacementProgress,
+    PodGroupManager,
     PostFilterResult,
     PreBindPreFlightPlugin,
     PreFilterResult,
@@ -62,6 +65,7 @@ from kopf_scheduler.metrics.recorder import (
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.api.podgroup import PodGroup
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.interface import PodNominator
     from kopf_scheduler.framework.snapshot import Snapshot
@@ -282,6 +286,7 @@ class FrameworkServices:
     parallelism: int = 16
     metrics: MetricsRecorder | None = None
     clock: Callable[[], float] = time.monotonic
+    pod_groups: PodGroupManager | None = None
 
     def build(self, profile: SchedulerProfileSpec, registry: Registry | None = None) -> Framework:
         return Framework(
@@ -294,6 +299,7 @@ class FrameworkServices:
             parallelism=self.parallelism,
             clock=self.clock,
             metrics=self.metrics,
+            pod_groups=self.pod_groups,
         )
 
 
@@ -312,8 +318,10 @@ class Framework:
         parallelism: int = 16,
         clock: Callable[[], float] = time.monotonic,
         metrics: MetricsRecorder | None = None,
+        pod_groups: PodGroupManager | None = None,
     ) -> None:
         self.profile = profile
+        self._pod_groups = pod_groups
         self.profile_name = profile.scheduler_name
         self.metrics = metrics if metrics is not None else NoopMetrics()
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
@@ -350,6 +358,9 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.score_weights = {p.name: resolved.weights.get(p.name, 1) for p in self.score_plugins}
+        # Not extension points of the profile API: enabled plugins that implement them take part.
+        enabled = [self.plugins[n] for n in resolved.names]
+        self.placement_feasible_plugins = [p for p in enabled if isinstance(p, PlacementFeasiblePlugin)]
 
     # -- metrics --
 
@@ -399,6 +410,32 @@ class Framework:
     @property
     def parallelism(self) -> int:
         return self._parallelism
+
+    @property
+    def pod_groups(self) -> PodGroupManager | None:
+        return self._pod_groups
+
+    def schedules_pod_groups(self) -> bool:
+        """Members of a PodGroup go through whole-group cycles: the profile names a
+        PlacementFeasible plugin (GangScheduling), our stand-in for the GenericWorkload gate."""
+        return bool(self.placement_feasible_plugins) and self._pod_groups is not None
+
+    def run_placement_feasible_plugins(self, group: PodGroup, progress: PlacementProgress) -> Status | None:
+        """Success, Wait or Unschedulable (the first plugin not succeeding decides), or an error."""
+        result: Status | None = None
+        for p in self.placement_feasible_plugins:
+            status = p.placement_feasible(group, progress)
+            if is_success(status):
+                continue
+            assert status is not None
+            status.plugin = p.name
+            if status.code == Code.ERROR:
+                return _as_error(status, f"running PlacementFeasible plugin {go_quote(p.name)}")
+            if status.code == Code.WAIT:
+                result = result or status
+                continue
+            return status
+        return result
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         if self._nominator is None:

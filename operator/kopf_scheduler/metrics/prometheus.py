@@ -65,10 +65,15 @@ def _beta(text: str) -> str:
     return "[BETA] " + text
 
 
+def _alpha(text: str) -> str:
+    return "[ALPHA] " + text
+
+
 _ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 _EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
 _PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
 _SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
+_BATCH_BUCKETS = exponential_buckets(0.00001, 2, 12)
 
 
 class _Histogram(Collector):
@@ -282,6 +287,65 @@ class PrometheusMetrics:
         self.plugin_evaluation = _TallyCounters()
         reg.register(self.plugin_evaluation)
 
+        # ALPHA: pod groups (GenericWorkload) and OpportunisticBatching.
+        self.pod_group_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts_total",
+            _alpha(
+                "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group "
+                "could not be scheduled, while 'error' means an internal scheduler problem."
+            ),
+            ["result", "profile"],
+            registry=reg,
+        )
+        self.pod_group_attempt_duration = self._histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            _alpha("Pod group scheduling attempt latency in seconds"),
+            ["result", "profile"],
+            _ATTEMPT_BUCKETS,
+        )
+        self.pod_group_algorithm_duration = self._histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            _alpha("Pod group scheduling algorithm latency in seconds"),
+            [],
+            _ATTEMPT_BUCKETS,
+        )
+        self.batch_attempts = Counter(
+            "scheduler_batch_attempts_total",
+            _alpha("Counts of results when we attempt to use batching."),
+            ["profile", "result"],
+            registry=reg,
+        )
+        self.batch_cache_flushed = Counter(
+            "scheduler_batch_cache_flushed_total",
+            _alpha("Counts of cache flushes by reason."),
+            ["profile", "reason"],
+            registry=reg,
+        )
+        self.batch_rescore_attempts = Counter(
+            "scheduler_batch_rescore_attempts_total",
+            _alpha("Counts of rescore attempts during opportunistic batching."),
+            ["profile"],
+            registry=reg,
+        )
+        self.batch_rescore_duration = self._histogram(
+            "scheduler_batch_rescore_duration_seconds",
+            _alpha("Latency for rescoring a node during opportunistic batching."),
+            ["profile"],
+            _BATCH_BUCKETS,
+        )
+        self.get_node_hint_duration = self._histogram(
+            "scheduler_get_node_hint_duration_seconds",
+            _alpha("Latency for getting a node hint."),
+            ["hinted", "profile"],
+            _BATCH_BUCKETS,
+        )
+        self.store_schedule_results_duration = self._histogram(
+            "scheduler_store_schedule_results_duration_seconds",
+            _alpha("Latency for storing scheduling results."),
+            ["profile"],
+            _BATCH_BUCKETS,
+        )
+
         self._binding_goroutines = self.goroutines.labels("binding")
         self._binding_goroutines.set(0)
         self._attempt_children: dict[tuple[str, str], Counter] = {}
@@ -371,3 +435,26 @@ class PrometheusMetrics:
         if child is None:
             child = self._reason_children[key] = self.unschedulable_pods.labels(plugin, profile)
         child.inc(delta)
+
+    def pod_group_attempt(self, result: str, profile: str, seconds: float) -> None:
+        self.pod_group_attempts.labels(result, profile).inc()
+        self.pod_group_attempt_duration.observe((result, profile), seconds)
+
+    def pod_group_algorithm(self, seconds: float) -> None:
+        self.pod_group_algorithm_duration.observe((), seconds)
+
+    def batch_attempt(self, profile: str, result: str) -> None:
+        self.batch_attempts.labels(profile, result).inc()
+
+    def batch_flushed(self, profile: str, reason: str) -> None:
+        self.batch_cache_flushed.labels(profile, reason).inc()
+
+    def batch_rescore(self, profile: str, seconds: float) -> None:
+        self.batch_rescore_attempts.labels(profile).inc()
+        self.batch_rescore_duration.observe((profile,), seconds)
+
+    def node_hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
+        self.get_node_hint_duration.observe((hinted, profile), seconds)
+
+    def store_results_duration(self, profile: str, seconds: float) -> None:
+        self.store_schedule_results_duration.observe((profile,), seconds)

@@ -151,6 +151,31 @@ class MetricsRecorder(Protocol):
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
         """unschedulable_pods: queued pods a plugin rejected (up when queued, down when popped)."""
 
+    # -- pod groups (schedule_one_podgroup.go; ALPHA there) --
+
+    def pod_group_attempt(self, result: str, profile: str, seconds: float) -> None:
+        """podgroup_schedule_attempts_total and podgroup_scheduling_attempt_duration_seconds."""
+
+    def pod_group_algorithm(self, seconds: float) -> None:
+        """podgroup_scheduling_algorithm_duration_seconds."""
+
+    # -- opportunistic batching (framework/runtime/batch.go; ALPHA there) --
+
+    def batch_attempt(self, profile: str, result: str) -> None:
+        """batch_attempts_total: no_hint, hint_used or hint_not_used."""
+
+    def batch_flushed(self, profile: str, reason: str) -> None:
+        """batch_cache_flushed_total: why the cached results could not be used."""
+
+    def batch_rescore(self, profile: str, seconds: float) -> None:
+        """batch_rescore_attempts_total and batch_rescore_duration_seconds."""
+
+    def node_hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
+        """get_node_hint_duration_seconds (``hinted``: hint or no_hint)."""
+
+    def store_results_duration(self, profile: str, seconds: float) -> None:
+        """store_schedule_results_duration_seconds."""
+
 
 class NoopMetrics:
     """Records nothing and never samples plugin durations (offline engine, benchmarks)."""
@@ -192,4 +217,25 @@ class NoopMetrics:
         pass
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
+        pass
+
+    def pod_group_attempt(self, result: str, profile: str, seconds: float) -> None:
+        pass
+
+    def pod_group_algorithm(self, seconds: float) -> None:
+        pass
+
+    def batch_attempt(self, profile: str, result: str) -> None:
+        pass
+
+    def batch_flushed(self, profile: str, reason: str) -> None:
+        pass
+
+    def batch_rescore(self, profile: str, seconds: float) -> None:
+        pass
+
+    def node_hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
+        pass
+
+    def store_results_duration(self, profile: str, seconds: float) -> None:
         pass

@@ -403,14 +403,42 @@ class PriorityQueue:
                 self.metrics.queue_incoming(ACTIVE_Q, POP_FROM_BACKOFF_Q)
         if qpi is None:
             return None
+        self.scheduling_cycle += 1
+        self._start_attempt(qpi)
+        return qpi
+
+    def _start_attempt(self, qpi: QueuedPodInfo) -> None:
         self._drop_unschedulable_reasons(qpi)
         qpi.attempts += 1
         qpi.backoff_expiration = None
         qpi.unschedulable_plugins.clear()
         qpi.pending_plugins.clear()
-        self.scheduling_cycle += 1
         self._in_flight.start(qpi.pod)
-        return qpi
+
+    def pop_pod_group_members(self, pod: Pod) -> list[QueuedPodInfo]:
+        """The other queued members of ``pod``'s group (same profile, not gated), taken out and in
+        flight with it, so the group is attempted in one cycle: the reference queues a pod group as
+        one entity that moves between activeQ, backoffQ and the pool as a whole."""
+        key = pod.pod_group_key
+        if not key:
+            return []
+
+        def member(q: QueuedPodInfo) -> bool:
+            other = q.pod
+            same_profile = other.scheduler_name == pod.scheduler_name
+            return other.pod_group_key == key and same_profile and q.uid != pod.uid
+
+        out: list[QueuedPodInfo] = []
+        for heap in (self._active, self._backoff):
+            for qpi in [q for q in heap if member(q)]:
+                heap.remove(qpi.uid)
+                out.append(qpi)
+        for qpi in [q for q in self._unschedulable.values() if member(q) and not q.gated]:
+            self._pool_remove(qpi.uid)
+            out.append(qpi)
+        for qpi in out:
+            self._start_attempt(qpi)
+        return out
 
     def _drop_unschedulable_reasons(self, qpi: QueuedPodInfo) -> None:
         """unschedulable_pods counts queued pods by rejector: a pod popped or deleted leaves it."""
