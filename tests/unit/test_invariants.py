@@ -429,3 +429,29 @@ def test_a_device_allocated_to_two_claims_is_a_violation() -> None:
     assert twice.kinds() == {"device-shared": 1}
     assert twice.violations[0].subject == "d/p/gpu-0"
     assert twice.violations[0].detail == "allocated to ['ns/a', 'ns/b']"
+
+
+# --- no partial gang --------------------------------------------------------------------------------
+
+
+def _gang(name: str, min_count: int | None) -> dict[str, Any]:
+    policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"schedulingPolicy": policy}}
+
+
+@pytest.mark.parametrize(
+    ("bound_members", "min_count", "partial"),
+    [(0, 3, False), (3, 3, False), (4, 3, False), (2, 3, True), (1, 3, True), (1, None, False)],
+)
+def test_partial_gang(bound_members: int, min_count: int | None, partial: bool) -> None:
+    group = {"schedulingGroup": {"podGroupName": "g"}}
+    pods = [bound(f"g-{i}", f"n{i}", cpu="1", **group) for i in range(bound_members)]
+    pods += [pending(f"w-{i}", condition=True, cpu="1", **group) for i in range(4 - bound_members)]
+    state = ClusterState(
+        pods=pods,
+        nodes=[node_dict(f"n{i}", cpu="2") for i in range(4)],
+        events=[scheduled(p, p["spec"]["nodeName"]) for p in pods if p["spec"].get("nodeName")],
+        pod_groups=[_gang("g", min_count)],
+    )
+    report = check(state, check_stranded=True)
+    assert report.kinds() == ({"partial-gang": 1} if partial else {}), report.summary()

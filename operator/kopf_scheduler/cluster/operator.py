@@ -70,6 +70,16 @@ OBJECT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("DeviceTaintRule", "/apis/resource.k8s.io/v1/devicetaintrules"),
 )
 
+# Kinds of APIs a cluster may not serve: informed only when discovery lists them. PodGroups are
+# served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
+OPTIONAL_KINDS: tuple[tuple[str, str, ResourceKind], ...] = (
+    (
+        "/apis/scheduling.k8s.io/v1beta1",
+        "podgroups",
+        ResourceKind("PodGroup", "/apis/scheduling.k8s.io/v1beta1/podgroups"),
+    ),
+)
+
 
 def process_age() -> float | None:
     """Seconds since this process started (Linux ``/proc``), or None where that is not known."""
@@ -332,7 +342,20 @@ class SchedulerRuntime:
     def informers(self) -> list[Informer[Any]]:
         return [self.nodes, self.pods, *self.object_informers]
 
+    async def discover_optional_kinds(self) -> None:
+        """Add informers for the optional APIs the apiserver serves (a 404 means not served)."""
+        for group_path, plural, kind in OPTIONAL_KINDS:
+            try:
+                listing = await self.api.request("GET", group_path)
+            except NotFound:
+                logger.info("%s is not served: no %s informer", group_path, kind.kind)
+                continue
+            names = {r.get("name") for r in (listing or {}).get("resources", [])}
+            if plural in names:
+                self.object_informers.append(Informer(self.api, kind, self._object_handlers(kind.kind)))
+
     async def start(self) -> None:
+        await self.discover_optional_kinds()
         if self.options.metrics_port is not None:
             self._server = metrics.serve(self.health, self.options.metrics_host, self.options.metrics_port)
         self._spawn("heartbeat", self.health.heartbeat())

@@ -25,9 +25,11 @@ Checked:
 * ``device-shared``: a device (driver/pool/device) in the allocation of two ResourceClaims, neither
   with admin access nor as a share (``shareID``) of a device that allows several: DynamicResources
   gave one exclusive device twice.
+* ``partial-gang``: a PodGroup with a gang policy with some, but fewer than ``minCount``, members
+  bound: the all-or-nothing promise broken (a gang may be partly bound only while its binds land).
 * ``stranded`` (optional): a pending pod of ours with only resource requirements (no affinity, spread,
-  ports, tolerations, gates) that fits the free resources of a schedulable untainted node matching its
-  nodeSelector: a sign of phantom (leaked) assumed pods in the scheduler's cache or a lost pod.
+  ports, tolerations, gates, pod group) that fits the free resources of a schedulable untainted node
+  matching its nodeSelector: a sign of phantom (leaked) assumed pods in the scheduler's cache or a lost pod.
 
 Pods bound to nodes that no longer exist are not violations (no controller GCs them here) but are
 counted in ``Report.orphaned``.
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
+from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.api.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -55,6 +58,7 @@ from kopf_scheduler.api.types import (
     TopologySpreadConstraint,
 )
 from kopf_scheduler.dra import ExtendedResources
+from kopf_scheduler.framework.client import NotFound
 
 __all__ = [
     "ClusterState",
@@ -70,7 +74,7 @@ _ANY_IP = "0.0.0.0"
 @dataclass(frozen=True, slots=True)
 class Violation:
     # bound-twice | no-reason | overcommit | host-port | anti-affinity | spread | device-shared |
-    # stranded | malformed
+    # partial-gang | stranded | malformed
     kind: str
     subject: str  # ns/pod or node name
     detail: str
@@ -120,6 +124,8 @@ class ClusterState:
     # that does not offer it as allocatable, so it is no overcommit there.
     device_classes: Sequence[Mapping[str, Any]] = field(default_factory=list)
     resource_claims: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    # scheduling.k8s.io/v1beta1 PodGroups (empty where the API is not served).
+    pod_groups: Sequence[Mapping[str, Any]] = field(default_factory=list)
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -429,7 +435,9 @@ def check(
                 continue
             if pod.affinity or pod.topology_spread_constraints or pod.host_ports or pod.tolerations:
                 continue
-            if pod.scheduling_gates or any("persistentVolumeClaim" in v for v in pod.volumes):
+            if pod.scheduling_gates or pod.pod_group:  # gated, or placed only with its group
+                continue
+            if any("persistentVolumeClaim" in v for v in pod.volumes):
                 continue
             for name, node in nodes.items():
                 if node.unschedulable or any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints):
@@ -446,7 +454,30 @@ def check(
                     )
                     break
     _check_devices(state.resource_claims, report)
+    _check_gangs(state.pod_groups, all_pods, report)
     return report
+
+
+def _check_gangs(groups: Sequence[Mapping[str, Any]], pods: Sequence[Pod], report: Report) -> None:
+    """No partial gang: a gang's bound members are none or at least its minCount."""
+    bound: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        if pod.pod_group and pod.node_name:
+            bound[pod.pod_group_key] += 1
+    for raw in groups:
+        try:
+            group = parse_pod_group(raw)
+        except ObjectError as exc:
+            meta = raw.get("metadata") or {}
+            subject = f"{meta.get('namespace')}/{meta.get('name')}"
+            report.violations.append(Violation("malformed", subject, f"PodGroup does not parse: {exc}"))
+            continue
+        need = group.gang_min_count
+        have = bound.get(group.key, 0)
+        if need is not None and 0 < have < need:
+            report.violations.append(
+                Violation("partial-gang", group.key, f"{have} member(s) bound, minCount is {need}")
+            )
 
 
 def _check_devices(claims: Sequence[Mapping[str, Any]], report: Report) -> None:
@@ -477,6 +508,10 @@ async def fetch_state_async(api: Any) -> ClusterState:
             items.extend(page)
         return items
 
+    try:
+        pod_groups = await listing("/apis/scheduling.k8s.io/v1beta1/podgroups")
+    except NotFound:  # the API is not served (GenericWorkload off)
+        pod_groups = []
     pods, nodes, events, namespaces, classes, claims = await asyncio.gather(
         listing("/api/v1/pods"),
         listing("/api/v1/nodes"),
@@ -492,4 +527,5 @@ async def fetch_state_async(api: Any) -> ClusterState:
         namespaces=namespaces,
         device_classes=classes,
         resource_claims=claims,
+        pod_groups=pod_groups,
     )
