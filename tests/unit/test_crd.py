@@ -165,12 +165,9 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str = "spec") -> None
             _validate(item, schema["items"], f"{path}[{i}]")
 
 
-def test_example_profile_is_valid_for_crd_and_engine() -> None:
-    docs = list(
-        yaml.safe_load_all(
-            (ROOT / "manifests" / "custom-resources" / "schedulerprofile-example.yaml").read_text()
-        )
-    )
+@pytest.mark.parametrize("example", ["schedulerprofile-example.yaml", "schedulerprofile-gang.yaml"])
+def test_example_profile_is_valid_for_crd_and_engine(example: str) -> None:
+    docs = list(yaml.safe_load_all((ROOT / "manifests" / "custom-resources" / example).read_text()))
     profiles = [d for d in docs if d and d.get("kind") == "SchedulerProfile"]
     assert profiles
     for doc in profiles:
