@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, signature_of
 from kopf_scheduler.framework.diagnosis import Diagnosis
 from kopf_scheduler.framework.events import WILDCARD_EVENT
 from kopf_scheduler.framework.interface import (
@@ -36,6 +37,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     PreBindPreFlightPlugin,
     PreFilterResult,
+    SignPlugin,
     Status,
     is_success,
 )
@@ -287,6 +289,7 @@ class FrameworkServices:
     metrics: MetricsRecorder | None = None
     clock: Callable[[], float] = time.monotonic
     pod_groups: PodGroupManager | None = None
+    opportunistic_batching: bool = True  # the reference's OpportunisticBatching gate (beta, on)
 
     def build(self, profile: SchedulerProfileSpec, registry: Registry | None = None) -> Framework:
         return Framework(
@@ -300,6 +303,7 @@ class FrameworkServices:
             clock=self.clock,
             metrics=self.metrics,
             pod_groups=self.pod_groups,
+            opportunistic_batching=self.opportunistic_batching,
         )
 
 
@@ -319,6 +323,7 @@ class Framework:
         clock: Callable[[], float] = time.monotonic,
         metrics: MetricsRecorder | None = None,
         pod_groups: PodGroupManager | None = None,
+        opportunistic_batching: bool = True,
     ) -> None:
         self.profile = profile
         self._pod_groups = pod_groups
@@ -361,6 +366,12 @@ class Framework:
         # Not extension points of the profile API: enabled plugins that implement them take part.
         enabled = [self.plugins[n] for n in resolved.names]
         self.placement_feasible_plugins = [p for p in enabled if isinstance(p, PlacementFeasiblePlugin)]
+        # OpportunisticBatching: every plugin that filters or scores must be able to sign pods.
+        filtering = (*self.pre_filter_plugins, *self.filter_plugins)
+        cycle_plugins = {p.name: p for p in (*filtering, *self.pre_score_plugins, *self.score_plugins)}
+        self._sign_plugins = [p for p in cycle_plugins.values() if isinstance(p, SignPlugin)]
+        self.signatures_enabled = len(self._sign_plugins) == len(cycle_plugins)
+        self.batch = OpportunisticBatch(self, clock) if opportunistic_batching else None
 
     # -- metrics --
 
@@ -1010,68 +1021,127 @@ class Framework:
         nodes: Sequence[NodeInfo],
         raw: dict[str, np.ndarray] | None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        snapshot = self.snapshot
-        evals = self._evals_score
-        timed = state.record_plugin_metrics
-        record = self._metrics.plugin_duration
         total = np.zeros(len(rows), dtype=np.int64)
         per_plugin: dict[str, np.ndarray] = {}
         for p in self.score_plugins:
             if p.name in state.skip_score_plugins:
                 continue
-            vfn = getattr(p, "score_vector", None)
-            t0 = _perf() if timed else 0.0
-            vec = vfn(state, pod, snapshot, rows) if vfn is not None else None
-            if vec is not None:
-                scores = np.array(vec, dtype=np.int64)
-                evals[p.name].n += len(rows)  # one Score call per node in the reference
-                if timed and len(rows):
-                    record(p.name, SCORE, SUCCESS, (_perf() - t0) / len(rows), len(rows))
-            else:
-                scores = np.empty(len(rows), dtype=np.int64)
-                tally = evals[p.name]
-                for j, info in enumerate(nodes):
-                    tally.n += 1
-                    if timed:
-                        t0 = _perf()
-                        s, status = p.score(state, pod, info)
-                        record(p.name, SCORE, _code(status), _perf() - t0)
-                    else:
-                        s, status = p.score(state, pod, info)
-                    if not is_success(status):
-                        assert status is not None
-                        raise FrameworkError(
-                            _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
-                        )
-                    scores[j] = s
+            scores = self._raw_scores(p, state, pod, rows, nodes)
             if raw is not None:
                 raw[p.name] = scores.copy()
-            normalize = getattr(p, "normalize_score", None)
-            if normalize is not None:
-                if timed:
-                    t0 = _perf()
-                    status = normalize(state, pod, scores)
-                    record(p.name, SCORE_EXTENSION_NORMALIZE, _code(status), _perf() - t0)
-                else:
-                    status = normalize(state, pod, scores)
-                if not is_success(status):
-                    assert status is not None
-                    quoted = go_quote(p.name)  # quoted on error paths only: it is costly per cycle
-                    raise FrameworkError(
-                        _as_error(status, f"running Normalize on Score plugins: plugin {quoted} failed with")
-                    )
-            if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-                quoted = go_quote(p.name)
-                bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
-                msg = (
-                    f"applying score defaultWeights on Score plugins: plugin {quoted} returns an invalid "
-                    f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
-                    "after normalizing"
-                )
-                raise FrameworkError(Status(Code.ERROR, msg))
+            self._normalize(p, state, pod, scores)
             per_plugin[p.name] = scores
             total += scores * self.score_weights[p.name]
         return total, per_plugin
+
+    def _raw_scores(
+        self, p: Any, state: CycleState, pod: Pod, rows: np.ndarray, nodes: Sequence[NodeInfo]
+    ) -> np.ndarray:
+        """One Score plugin's scores for ``rows`` before NormalizeScore."""
+        evals = self._evals_score
+        timed = state.record_plugin_metrics
+        record = self._metrics.plugin_duration
+        vfn = getattr(p, "score_vector", None)
+        t0 = _perf() if timed else 0.0
+        vec = vfn(state, pod, self.snapshot, rows) if vfn is not None else None
+        if vec is not None:
+            scores = np.array(vec, dtype=np.int64)
+            evals[p.name].n += len(rows)  # one Score call per node in the reference
+            if timed and len(rows):
+                record(p.name, SCORE, SUCCESS, (_perf() - t0) / len(rows), len(rows))
+            return scores
+        scores = np.empty(len(rows), dtype=np.int64)
+        tally = evals[p.name]
+        for j, info in enumerate(nodes):
+            tally.n += 1
+            if timed:
+                t0 = _perf()
+                s, status = p.score(state, pod, info)
+                record(p.name, SCORE, _code(status), _perf() - t0)
+            else:
+                s, status = p.score(state, pod, info)
+            if not is_success(status):
+                assert status is not None
+                raise FrameworkError(
+                    _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
+                )
+            scores[j] = s
+        return scores
+
+    def _normalize(self, p: Any, state: CycleState, pod: Pod, scores: np.ndarray) -> None:
+        """NormalizeScore in place, then the range check the reference applies before weights."""
+        normalize = getattr(p, "normalize_score", None)
+        if normalize is not None:
+            if state.record_plugin_metrics:
+                t0 = _perf()
+                status = normalize(state, pod, scores)
+                self._metrics.plugin_duration(p.name, SCORE_EXTENSION_NORMALIZE, _code(status), _perf() - t0)
+            else:
+                status = normalize(state, pod, scores)
+            if not is_success(status):
+                assert status is not None
+                quoted = go_quote(p.name)  # quoted on error paths only: it is costly per cycle
+                raise FrameworkError(
+                    _as_error(status, f"running Normalize on Score plugins: plugin {quoted} failed with")
+                )
+        if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            quoted = go_quote(p.name)
+            bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
+            msg = (
+                f"applying score defaultWeights on Score plugins: plugin {quoted} returns an invalid "
+                f"score {bad}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
+                "after normalizing"
+            )
+            raise FrameworkError(Status(Code.ERROR, msg))
+
+    # -- OpportunisticBatching (batch.go's handle) --
+
+    def run_raw_score_plugins(
+        self,
+        state: CycleState,
+        pod: Pod,
+        rows: np.ndarray,
+        nodes: Sequence[NodeInfo],
+        out: dict[str, np.ndarray],
+    ) -> None:
+        """Each Score plugin's raw scores for ``rows`` into ``out``; raises FrameworkError."""
+        for p in self.score_plugins:
+            if p.name not in state.skip_score_plugins:
+                out[p.name] = self._raw_scores(p, state, pod, rows, nodes)
+
+    def normalize_scores(
+        self, state: CycleState, pod: Pod, raw: Mapping[str, np.ndarray]
+    ) -> np.ndarray | None:
+        """Weighted totals of raw scores (NormalizeScore on copies); None when a plugin fails."""
+        total: np.ndarray | None = None
+        for p in self.score_plugins:
+            scores = raw.get(p.name)
+            if scores is None:
+                continue
+            scores = scores.copy()
+            try:
+                self._normalize(p, state, pod, scores)
+            except FrameworkError:
+                return None
+            weighted = scores * self.score_weights[p.name]
+            total = weighted if total is None else total + weighted
+        if total is None:
+            n = len(next(iter(raw.values()))) if raw else 0
+            total = np.zeros(n, dtype=np.int64)
+        return total
+
+    def sign_pod(self, pod: Pod) -> PodSignature | None:
+        """The pod's signature, or None when a plugin cannot sign it or some PreFilter, Filter,
+        PreScore or Score plugin has no Sign (then this profile never batches)."""
+        if not self.signatures_enabled:
+            return None
+        fragments: list[tuple[str, Any]] = []
+        for p in self._sign_plugins:
+            frags, status = p.sign(pod)
+            if not is_success(status):
+                return None
+            fragments.extend(frags)
+        return signature_of(pod.scheduler_name, fragments)
 
     # -- Reserve / Permit --
 

@@ -1,0 +1,218 @@
+"""OpportunisticBatching (the reference's ``framework/runtime/batch.go``; beta, on in v1.37).
+
+A pod with the same signature (``Framework.sign_pod``) as the pod scheduled just before it, within
+half a second, gets a node hint instead of a full Filter and Score pass: the previous pass's feasible
+nodes and raw scores are kept, the previous pod's node is re-filtered and, if still feasible,
+re-scored and re-normalized with the others, and the best of the list is offered. The scheduler
+then runs the Filter plugins on the hint alone and takes it when it passes. Only the chosen node
+changed since the list was made (the pods are consecutive and pods of one signature score a node
+the same way), which is what makes the cached results still the results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kopf_scheduler.framework.interface import CycleState, is_success
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.framework.runtime import Framework
+
+__all__ = [
+    "HINT_NOT_USED",
+    "HINT_USED",
+    "MAX_BATCH_AGE",
+    "NO_HINT",
+    "OpportunisticBatch",
+    "PodSignature",
+    "ScoredNodes",
+]
+
+MAX_BATCH_AGE = 0.5  # seconds (the reference's maxBatchAge)
+
+# batch_attempts_total{result}
+NO_HINT = "no_hint"
+HINT_USED = "hint_used"
+HINT_NOT_USED = "hint_not_used"
+
+# batch_cache_flushed_total{reason}
+FLUSH_POD_FAILED = "pod_failed"
+FLUSH_POD_SKIPPED = "pod_skipped"
+FLUSH_POD_NOMINATED = "pod_nominated"
+FLUSH_NODE_MISSING = "node_missing"
+FLUSH_EMPTY_LIST = "empty_list"
+FLUSH_EXPIRED = "expired"
+FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
+FLUSH_POD_NOT_BATCHABLE = "pod_not_batchable"
+FLUSH_FILTER_ERROR = "filter_error"
+FLUSH_PRESCORE_ERROR = "prescore_error"
+FLUSH_RESCORE_ERROR = "rescore_error"
+FLUSH_NORMALIZE_ERROR = "normalize_error"
+
+PodSignature = tuple[tuple[str, Hashable], ...]
+
+
+@dataclass(slots=True)
+class ScoredNodes:
+    """Scored feasible nodes, best first on ``pop``: each plugin's raw (pre-NormalizeScore) scores
+    are kept so a re-scored node can be normalized with the rest; ``randomizer`` breaks ties, as
+    the reference's heap does, uniformly among equals."""
+
+    names: list[str]
+    raw: dict[str, np.ndarray]
+    totals: np.ndarray
+    randomizer: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def pop(self) -> str:
+        best = self.totals.max()
+        ties = np.flatnonzero(self.totals == best)
+        i = int(ties[np.argmax(self.randomizer[ties])]) if len(ties) > 1 else int(ties[0])
+        name = self.names.pop(i)
+        self.raw = {p: np.delete(a, i) for p, a in self.raw.items()}
+        self.totals = np.delete(self.totals, i)
+        self.randomizer = np.delete(self.randomizer, i)
+        return name
+
+
+@dataclass(slots=True)
+class _State:
+    signature: PodSignature
+    nodes: ScoredNodes
+    created: float
+
+
+class OpportunisticBatch:
+    """One per framework (profile): the last pass's results, and the last cycle that stored them."""
+
+    def __init__(self, framework: Framework, clock: Callable[[], float] = time.monotonic) -> None:
+        self._fw = framework
+        self._clock = clock
+        self._state: _State | None = None
+        self._last_cycle = -1
+        self._last_chosen = ""
+        self.batched_pods = 0
+
+    def _flush(self, reason: str) -> bool:
+        self._fw.metrics.batch_flushed(self._fw.profile_name, reason)
+        return False
+
+    # -- GetNodeHint --
+
+    def get_node_hint(self, pod: Pod, signature: PodSignature | None, state: CycleState, cycle: int) -> str:
+        """A node to try first, or "" (after PreFilter, as the reference calls it)."""
+        start = time.perf_counter()
+        hint = ""
+        if self._compatible(pod, signature, cycle) and self._refresh(pod, state):
+            assert self._state is not None
+            hint = self._state.nodes.pop()
+        fw = self._fw
+        if not hint:
+            fw.metrics.batch_attempt(fw.profile_name, NO_HINT)
+        fw.metrics.node_hint_duration(
+            "hint" if hint else NO_HINT, fw.profile_name, time.perf_counter() - start
+        )
+        return hint
+
+    def _compatible(self, pod: Pod, signature: PodSignature | None, cycle: int) -> bool:
+        st = self._state
+        if st is None or not st.nodes:
+            return False
+        # Pods of one group share a cycle: their batch state carries over (GenericWorkload).
+        if cycle not in (self._last_cycle + 1, self._last_cycle):
+            return self._flush(FLUSH_POD_SKIPPED)
+        if pod.nominated_node_name:
+            return self._flush(FLUSH_POD_NOMINATED)
+        if signature is None or signature != st.signature:
+            return self._flush(FLUSH_POD_INCOMPATIBLE)
+        if self._clock() > st.created + MAX_BATCH_AGE:
+            return self._flush(FLUSH_EXPIRED)
+        return True
+
+    def _refresh(self, pod: Pod, state: CycleState) -> bool:
+        """Re-filter the last chosen node; if it still fits, re-score it into the list."""
+        fw = self._fw
+        info = fw.snapshot.get(self._last_chosen)
+        if info is None:
+            return self._flush(FLUSH_NODE_MISSING)
+        status = fw.run_filter_plugins(state, pod, info)
+        if is_success(status):
+            return self._rescore(pod, state)
+        assert status is not None
+        if not status.is_rejected():
+            return self._flush(FLUSH_FILTER_ERROR)
+        return True
+
+    def _rescore(self, pod: Pod, state: CycleState) -> bool:
+        fw = self._fw
+        st = self._state
+        assert st is not None
+        start = time.perf_counter()
+        try:
+            snapshot = fw.snapshot
+            index = snapshot.index
+            if any(n not in index for n in st.nodes.names):
+                return self._flush(FLUSH_NODE_MISSING)
+            names = [*st.nodes.names, self._last_chosen]
+            rows = np.array([index[n] for n in names], dtype=np.int64)
+            nodes = snapshot.infos_at(rows)
+            scratch = state.clone()  # the rescore's PreScore must not leak into the cycle's state
+            if not is_success(fw.run_pre_score_plugins(scratch, pod, nodes)):
+                return self._flush(FLUSH_PRESCORE_ERROR)
+            fresh: dict[str, np.ndarray] = {}
+            try:
+                fw.run_raw_score_plugins(scratch, pod, rows[-1:], nodes[-1:], fresh)
+            except Exception:
+                return self._flush(FLUSH_RESCORE_ERROR)
+            raw = {p: np.append(st.nodes.raw[p], fresh[p]) for p in fresh if p in st.nodes.raw}
+            if len(raw) != len(fresh) or len(raw) != len(st.nodes.raw):
+                return self._flush(FLUSH_RESCORE_ERROR)
+            totals = fw.normalize_scores(scratch, pod, raw)
+            if totals is None:
+                return self._flush(FLUSH_NORMALIZE_ERROR)
+            randomizer = np.append(st.nodes.randomizer, np.random.randint(0, 2**62))
+            st.nodes = ScoredNodes(names, raw, totals, randomizer)
+            return True
+        finally:
+            fw.metrics.batch_rescore(fw.profile_name, time.perf_counter() - start)
+
+    # -- StoreScheduleResults --
+
+    def store_schedule_results(
+        self, signature: PodSignature | None, hinted: str, chosen: str, others: ScoredNodes | None, cycle: int
+    ) -> None:
+        fw = self._fw
+        start = time.perf_counter()
+        try:
+            self._last_cycle = cycle
+            self._last_chosen = chosen
+            if hinted and hinted == chosen:
+                fw.metrics.batch_attempt(fw.profile_name, HINT_USED)
+                self.batched_pods += 1
+                return
+            if hinted:
+                fw.metrics.batch_attempt(fw.profile_name, HINT_NOT_USED)
+            if signature is not None and others is not None and len(others):
+                self._state = _State(signature, others, self._clock())
+            else:
+                empty = others is None or not len(others)
+                self._flush(FLUSH_EMPTY_LIST if empty else FLUSH_POD_NOT_BATCHABLE)
+                self._state = None
+        finally:
+            fw.metrics.store_results_duration(fw.profile_name, time.perf_counter() - start)
+
+
+def signature_of(scheduler_name: str, fragments: Sequence[tuple[str, Any]]) -> PodSignature:
+    """Fragments merged by key, later plugins' values replacing earlier ones', as the reference's map."""
+    merged: dict[str, Any] = {"SchedulerName": scheduler_name}
+    for key, value in fragments:
+        merged[key] = value
+    return tuple(sorted(merged.items()))
