@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Plugin, Status
+from kopf_scheduler.framework import signers
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Plugin,
+    SignFragments,
+    Status,
+)
 from kopf_scheduler.framework.types import ImageState, NodeInfo
 
 __all__ = ["ImageLocality", "normalized_image_name"]
@@ -84,6 +91,9 @@ class ImageLocality(Plugin):
     """Score (needs ``handle.snapshot`` for the total number of nodes)."""
 
     name = "ImageLocality"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.IMAGE_NAMES, tuple(sorted({normalized_image_name(i) for i in pod.images})))], None
 
     def _total_nodes(self) -> int:
         return len(self.handle.snapshot.list()) if self.handle is not None else 0

@@ -25,6 +25,7 @@ from kopf_scheduler.api.types import (
     ObjectError,
     PreferredSchedulingTerm,
 )
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -36,6 +37,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -188,6 +190,12 @@ class NodeAffinity(Plugin):
     """PreFilter, Filter, PreScore, Score, NormalizeScore, EnqueueExtensions."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [
+            (signers.NODE_AFFINITY, signers.node_affinity(pod)),
+            (signers.NODE_SELECTOR, signers.node_selector(pod)),
+        ], None
     Args = NodeAffinityArgs
 
     def __init__(self, args: NodeAffinityArgs | None = None, handle: Handle | None = None) -> None:

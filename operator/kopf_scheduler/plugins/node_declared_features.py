@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -23,6 +24,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -124,6 +126,9 @@ class NodeDeclaredFeatures(Plugin):
     """PreFilter (Skip when the pod needs no feature), Filter, EnqueueExtensions."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.FEATURES, tuple(sorted(infer_pod_features(pod))))], None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -16,6 +17,7 @@ from kopf_scheduler.framework.interface import (
     EventResource,
     Plugin,
     PreFilterResult,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -36,6 +38,9 @@ class NodeName(Plugin):
     """PreFilter (narrows to the named node, since 1.37), Filter, EnqueueExtensions."""
 
     name = "NodeName"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.NODE_NAME, pod.node_name)], None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

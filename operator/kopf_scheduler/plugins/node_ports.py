@@ -8,6 +8,7 @@ from typing import Any
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.types import HostPort
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -18,6 +19,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import HostPortInfo, NodeInfo
@@ -45,6 +47,9 @@ class NodePorts(Plugin):
     """PreFilter (Skip without host ports), Filter, EnqueueExtensions."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.HOST_PORTS, signers.host_ports(pod))], None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

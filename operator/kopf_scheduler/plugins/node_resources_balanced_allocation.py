@@ -18,7 +18,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.framework.interface import Code, CycleState, Handle, Plugin, Status
+from kopf_scheduler.framework.interface import (
+    Code,
+    CycleState,
+    Handle,
+    Plugin,
+    SignFragments,
+    Status,
+)
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.resource_allocation import (
     ResourceAllocationScorer,
@@ -26,6 +33,7 @@ from kopf_scheduler.plugins.resource_allocation import (
     balanced_score,
     balanced_score_vector,
     default_resources,
+    sign_resources,
 )
 
 if TYPE_CHECKING:
@@ -75,6 +83,9 @@ class NodeResourcesBalancedAllocation(Plugin):
     """PreScore, Score (with a numpy form)."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return sign_resources(self.handle, pod)
     Args = NodeResourcesBalancedAllocationArgs
 
     def __init__(

@@ -28,6 +28,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -40,6 +41,7 @@ from kopf_scheduler.plugins.resource_allocation import (
     least_allocated,
     most_allocated,
     requested_to_capacity_ratio,
+    sign_resources,
     validate_qualified_name,
 )
 
@@ -299,6 +301,9 @@ class NodeResourcesFit(Plugin):
     """PreFilter, Filter, EnqueueExtensions, PreScore, Score."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return sign_resources(self.handle, pod)
     Args = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:

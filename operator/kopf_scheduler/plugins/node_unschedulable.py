@@ -9,6 +9,7 @@ import numpy as np
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import NO_SCHEDULE, Taint
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -17,6 +18,7 @@ from kopf_scheduler.framework.interface import (
     EventResource,
     Plugin,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -39,6 +41,9 @@ class NodeUnschedulable(Plugin):
     """Filter, EnqueueExtensions."""
 
     name = "NodeUnschedulable"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.TOLERATIONS, signers.tolerations(pod))], None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node

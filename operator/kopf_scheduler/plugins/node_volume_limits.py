@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -31,6 +32,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -144,6 +146,9 @@ class _PreFilterState:
 
 class NodeVolumeLimits(Plugin):
     name = "NodeVolumeLimits"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.VOLUMES, signers.volumes(pod))], None
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         super().__init__(args, handle)

@@ -37,6 +37,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -211,6 +212,14 @@ class PodTopologySpread(Plugin):
     """Spread pods evenly over topology domains (hard DoNotSchedule filter, soft ScheduleAnyway score)."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        # Spreading depends on where every matching pod went, the previous one included.
+        if pod.topology_spread_constraints:
+            return [], Status.unschedulable("pods with topology constraints are not signable")
+        if self.default_constraints:
+            return [], Status.unschedulable("pods with default topology constraints are not signable")
+        return [], None
     Args = PodTopologySpreadArgs
 
     def __init__(self, args: PodTopologySpreadArgs | None = None, handle: Handle | None = None) -> None:

@@ -19,7 +19,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY
-from kopf_scheduler.framework.interface import MAX_NODE_SCORE
+from kopf_scheduler.dra import EXTENDED_RESOURCES, is_dra_extended_resource_name
+from kopf_scheduler.framework import signers
+from kopf_scheduler.framework.interface import MAX_NODE_SCORE, Handle, SignFragments, Status
 from kopf_scheduler.framework.snapshot import BASE_COLUMNS
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ __all__ = [
     "is_scalar_resource_name",
     "least_requested_score",
     "most_requested_score",
+    "sign_resources",
     "validate_qualified_name",
 ]
 
@@ -480,3 +483,18 @@ class ResourceAllocationScorer:
             useds.append(np.where(offered, u, 0))
             reqs.append(np.where(offered, u + pr, 0))
         return self.vector(reqs, useds, allocs)
+
+
+def sign_resources(handle: Handle | None, pod: Pod) -> tuple[SignFragments, Status | None]:
+    """Sign for NodeResourcesFit and BalancedAllocation: the pod's requests, unless one of them is
+    an extended resource a DeviceClass stands for (DRA decides those per node, by devices)."""
+    request = pod.filter_requests
+    if request.scalar and handle is not None:
+        classes = handle.objects.get("DeviceClass")
+        if classes:
+            by_name = EXTENDED_RESOURCES.classes(classes)
+            scalar = request.scalar.items()
+            if any(q and is_dra_extended_resource_name(n) and n in by_name for n, q in scalar):
+                msg = "signature disabled when dra extended resources are used in the cluster"
+                return [], Status.unschedulable(msg)
+    return [(signers.RESOURCES, signers.resources(pod))], None

@@ -14,6 +14,7 @@ import numpy as np
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint, Toleration
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -22,6 +23,7 @@ from kopf_scheduler.framework.interface import (
     EventResource,
     Plugin,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -73,6 +75,9 @@ class TaintToleration(Plugin):
     """Filter, PreScore, Score, NormalizeScore (reversed), EnqueueExtensions."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.TOLERATIONS, signers.tolerations(pod))], None
 
     # -- Filter --
 

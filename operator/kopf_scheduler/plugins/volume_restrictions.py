@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -24,6 +25,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -110,6 +112,9 @@ def _satisfy_volume_conflicts(pod: Pod, pods: Iterable[Pod]) -> bool:
 
 class VolumeRestrictions(Plugin):
     name = "VolumeRestrictions"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.VOLUMES, signers.volumes(pod))], None
 
     def _rwop_claims(self, pod: Pod) -> tuple[frozenset[str], str | None]:
         claims = self.handle.objects.get("PersistentVolumeClaim", {}) if self.handle is not None else {}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -22,6 +23,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -77,6 +79,9 @@ def _label_zones_to_set(value: str) -> frozenset[str] | None:
 
 class VolumeZone(Plugin):
     name = "VolumeZone"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.VOLUMES, signers.volumes(pod))], None
 
     def _pv_topologies(self, pod: Pod) -> tuple[tuple[_PVTopology, ...], Status | None]:
         objects: Mapping[str, Mapping[str, Any]] = self.handle.objects if self.handle is not None else {}

@@ -53,6 +53,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PostFilterResult,
     PreFilterResult,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.plugins.helper import default_normalize_score
@@ -151,6 +152,11 @@ def _unresolvable(message: str) -> Status:
 
 class DynamicResources(Plugin):
     name = "DynamicResources"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        if pod.resource_claims:
+            return [], Status.unschedulable("pods with dra resource claims are not signable")
+        return [], None
     Args = DynamicResourcesArgs
 
     # Seconds between PreBind's looks at a claim's binding conditions.

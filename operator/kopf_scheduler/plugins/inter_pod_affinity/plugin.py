@@ -9,6 +9,7 @@ from typing import Any, cast
 import numpy as np
 
 from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -21,6 +22,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -65,6 +67,14 @@ class InterPodAffinity(Plugin):
     """Required and preferred inter-pod affinity and anti-affinity, both directions."""
 
     name = NAME
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        if pod.has_pod_affinity_terms:
+            return [], Status.unschedulable("pods with InterPodAffinity are not signable")
+        # Existing pods' preferred terms select by the incoming pod's labels, unless ignored.
+        if self.ignore_preferred_terms_of_existing_pods:
+            return [], None
+        return [(signers.LABELS, signers.labels(pod))], None
     Args = InterPodAffinityArgs
 
     def __init__(self, args: InterPodAffinityArgs | None = None, handle: Handle | None = None) -> None:

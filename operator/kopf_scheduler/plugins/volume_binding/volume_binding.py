@@ -13,6 +13,7 @@ from typing import Any
 
 from kopf_scheduler.api.objects import Pod, labels_of, parse_label_selector
 from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -25,6 +26,7 @@ from kopf_scheduler.framework.interface import (
     Plugin,
     PreFilterResult,
     QueueingHint,
+    SignFragments,
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
@@ -109,6 +111,9 @@ class VolumeBinding(Plugin):
     """The reference's VolumeBinding plugin, over raw objects in ``handle.objects``."""
 
     name = "VolumeBinding"
+
+    def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
+        return [(signers.VOLUMES, signers.volumes(pod))], None
     Args = VolumeBindingArgs
 
     # Seconds between PreBind's looks at the claims while the PV controller binds them.
