@@ -27,6 +27,7 @@ from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import POD_GROUP_INITIALLY_SCHEDULED, PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
+from kopf_scheduler.framework.batch import PodSignature, ScoredNodes
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
@@ -259,6 +260,7 @@ class Scheduler:
         self.nominator: PodNominator = queue.nominator
         self.objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else cache.objects
         self.next_start_node_index = 0
+        self._np_rng = np.random.default_rng(self.rng.getrandbits(64))  # batch lists' tie-breakers
         self._bind_sem = asyncio.Semaphore(parallel_binds)
         self._tasks: set[asyncio.Task[Any]] = set()
         # Scheduled events, posted by a few background workers (the reference's asynchronous
@@ -629,20 +631,45 @@ class Scheduler:
         num_nodes = len(self.snapshot)
         if num_nodes == 0:
             raise NoNodesAvailable()
-        feasible, diagnosis, evaluated = self.find_nodes_that_fit_pod(fw, state, pod)
+        batch = fw.batch
+        signature = fw.sign_pod(pod) if batch is not None else None
+        feasible, diagnosis, evaluated, hint = self._find_nodes(fw, state, pod, signature)
         if not len(feasible):
             raise FitError(pod, num_nodes, diagnosis)
         infos = self.snapshot.node_infos
+        cycle = self.queue.scheduling_cycle
         if len(feasible) == 1:
-            return ScheduleResult(infos[int(feasible[0])].name, evaluated, 1)
-        totals = self.prioritize_nodes(fw, state, pod, feasible)
-        host = infos[int(feasible[self.select_host(totals)])].name
+            host = infos[int(feasible[0])].name
+            if batch is not None:
+                batch.store_schedule_results(signature, hint, host, None, cycle)
+            return ScheduleResult(host, evaluated, 1)
+        raw: dict[str, np.ndarray] | None = {} if batch is not None else None
+        totals = self.prioritize_nodes(fw, state, pod, feasible, raw)
+        best = self.select_host(totals)
+        host = infos[int(feasible[best])].name
+        if batch is not None and raw is not None:
+            rest = np.delete(feasible, best)
+            others = ScoredNodes(
+                [infos[int(r)].name for r in rest],
+                {name: np.delete(scores, best) for name, scores in raw.items()},
+                np.delete(totals, best),
+                self._np_rng.integers(0, 2**62, len(rest)),
+            )
+            batch.store_schedule_results(signature, hint, host, others, cycle)
         return ScheduleResult(host, evaluated, len(feasible))
 
     def find_nodes_that_fit_pod(
         self, fw: Framework, state: CycleState, pod: Pod
     ) -> tuple[np.ndarray, Diagnosis, int]:
         """Feasible snapshot rows, the diagnosis of the rejected ones, and how many were evaluated."""
+        feasible, diagnosis, evaluated, _ = self._find_nodes(fw, state, pod, None)
+        return feasible, diagnosis, evaluated
+
+    def _find_nodes(
+        self, fw: Framework, state: CycleState, pod: Pod, signature: PodSignature | None
+    ) -> tuple[np.ndarray, Diagnosis, int, str]:
+        """``findNodesThatFitPod``, with OpportunisticBatching's node hint (tried like a nominated
+        node, right after PreFilter) when the framework batches."""
         snapshot = self.snapshot
         diagnosis = Diagnosis()
         empty = np.zeros(0, dtype=np.int64)
@@ -655,16 +682,20 @@ class Scheduler:
             diagnosis.node_to_status.set_absent_nodes_status(status)
             diagnosis.pre_filter_msg = status.message
             diagnosis.add_plugin_status(status)
-            return empty, diagnosis, 0
+            return empty, diagnosis, 0, ""
 
-        if pod.nominated_node_name:
-            info = snapshot.get(pod.nominated_node_name)
+        hint = ""
+        if fw.batch is not None:
+            hint = fw.batch.get_node_hint(pod, signature, state, self.queue.scheduling_cycle)
+        target = pod.nominated_node_name or hint
+        if target:
+            info = snapshot.get(target)
             if info is not None:
                 t0 = time.perf_counter()
                 nstatus = fw.run_filter_plugins_with_nominated_pods(state, pod, info)
                 self._observe_filter(fw, nstatus is not None and nstatus.code == Code.ERROR, t0)
                 if is_success(nstatus):
-                    return np.array([snapshot.index[info.name]], dtype=np.int64), diagnosis, 1
+                    return np.array([snapshot.index[info.name]], dtype=np.int64), diagnosis, 1, hint
                 assert nstatus is not None
                 if nstatus.code == Code.ERROR:
                     log.error("evaluating nominated node %s for %s: %s", info.name, pod.key, nstatus.message)
@@ -688,7 +719,7 @@ class Scheduler:
         n = len(rows)
         if n == 0:
             self._observe_filter(fw, False, time.perf_counter())  # the reference's search of no nodes
-            return empty, diagnosis, 0
+            return empty, diagnosis, 0, hint
         num_to_find = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, n, self.percentage_of_nodes_to_score
         )
@@ -705,7 +736,7 @@ class Scheduler:
             raise
         self._observe_filter(fw, False, t0)
         self.next_start_node_index = (self.next_start_node_index + processed) % num_all
-        return feasible, diagnosis, processed
+        return feasible, diagnosis, processed, hint
 
     def _observe_filter(self, fw: Framework, error: bool, start: float) -> None:
         """The Filter extension point's duration over all nodes of one search (the reference times
@@ -715,9 +746,15 @@ class Scheduler:
             self.metrics.extension_point(FILTER, status, fw.profile_name, time.perf_counter() - start)
 
     def prioritize_nodes(
-        self, fw: Framework, state: CycleState, pod: Pod, rows: np.ndarray
+        self,
+        fw: Framework,
+        state: CycleState,
+        pod: Pod,
+        rows: np.ndarray,
+        raw: dict[str, np.ndarray] | None = None,
     ) -> np.ndarray:
-        """Weighted total score per feasible row (all ones when the profile has no Score plugins)."""
+        """Weighted total score per feasible row (all ones when the profile has no Score plugins);
+        ``raw`` receives each plugin's scores before NormalizeScore."""
         if not fw.has_score_plugins():
             return np.ones(len(rows), dtype=np.int64)
         nodes = self.snapshot.infos_at(rows)
@@ -725,7 +762,7 @@ class Scheduler:
         if not is_success(status):
             assert status is not None
             raise FrameworkError(status)
-        totals, _ = fw.run_score_plugins(state, pod, rows, nodes)
+        totals, _ = fw.run_score_plugins(state, pod, rows, nodes, raw)
         return totals
 
     def select_host(self, totals: np.ndarray) -> int:

@@ -695,8 +695,8 @@ def _scores_of(pod_name: str) -> Iterator[dict[str, dict[str, int]]]:
     captured: dict[str, dict[str, int]] = {}
     original = Framework.run_score_plugins
 
-    def spy(fw: Framework, state: Any, pod: Any, rows: Any, nodes: Any) -> Any:
-        total, per_plugin = original(fw, state, pod, rows, nodes)
+    def spy(fw: Framework, state: Any, pod: Any, rows: Any, nodes: Any, raw: Any = None) -> Any:
+        total, per_plugin = original(fw, state, pod, rows, nodes, raw)
         if pod.name == pod_name:
             captured.clear()  # the last scoring pass is the one that placed it
             for j, info in enumerate(nodes):

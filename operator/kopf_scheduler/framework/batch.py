@@ -100,6 +100,7 @@ class OpportunisticBatch:
         self._last_cycle = -1
         self._last_chosen = ""
         self.batched_pods = 0
+        self._rng = np.random.default_rng()  # tie-breakers of re-scored nodes (uniform, as Go's rand.Int)
 
     def _flush(self, reason: str) -> bool:
         self._fw.metrics.batch_flushed(self._fw.profile_name, reason)
@@ -178,7 +179,7 @@ class OpportunisticBatch:
             totals = fw.normalize_scores(scratch, pod, raw)
             if totals is None:
                 return self._flush(FLUSH_NORMALIZE_ERROR)
-            randomizer = np.append(st.nodes.randomizer, np.random.randint(0, 2**62))
+            randomizer = np.append(st.nodes.randomizer, self._rng.integers(0, 2**62))
             st.nodes = ScoredNodes(names, raw, totals, randomizer)
             return True
         finally:
