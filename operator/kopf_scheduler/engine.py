@@ -49,6 +49,7 @@ def new_engine(
     rng: random.Random | None = None,
     parallel_binds: int = 16,
     event_workers: int = EVENT_WORKERS,
+    opportunistic_batching: bool = True,
 ) -> Engine:
     """Build an engine around ``client``.
 
@@ -71,6 +72,7 @@ def new_engine(
         rng=rng,
         metrics=recorder,
         objects=objects if objects is not None else cache.objects,
+        opportunistic_batching=opportunistic_batching,
     )
     if is_responsible is None:
 

@@ -247,6 +247,7 @@ class Scheduler:
         objects: Mapping[str, Mapping[str, Any]] | None = None,
         percentage_of_nodes_to_score: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        opportunistic_batching: bool = True,
     ) -> None:
         self.cache = cache
         self.queue = queue
@@ -282,6 +283,7 @@ class Scheduler:
                 nominator=self.nominator,
                 metrics=self.metrics,
                 pod_groups=cache.pod_groups,
+                opportunistic_batching=opportunistic_batching,
             ),
             queue,
         )

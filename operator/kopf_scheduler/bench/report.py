@@ -7,10 +7,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEDULERS", "chart", "ratio_table", "repeat_table", "results_table", "write_json"]
+__all__ = [
+    "SCHEDULERS",
+    "batching_table",
+    "chart",
+    "ratio_table",
+    "repeat_table",
+    "results_table",
+    "write_json",
+]
 
 # Display order and labels: ours, the reference, the no-logic ceiling.
-SCHEDULERS = ("ours", "reference", "raw-bind")
+SCHEDULERS = ("ours", "ours-unbatched", "reference", "raw-bind")
 
 Result = Mapping[str, Any]
 
@@ -91,6 +99,41 @@ def _machine_ms_per_pod(r: Result) -> float | None:
     if not bound or any(not isinstance(cpu.get(k), int | float) for k in parts):
         return None
     return 1000.0 * sum(float(cpu[k]) for k in parts) / float(bound)
+
+
+def _sched_ms_per_pod(r: Result) -> float | None:
+    """The scheduler's own CPU in the measured phase per pod bound."""
+    cpu = _get(r, "cpu", "scheduler_measured")
+    bound = _get(r, "measured", "bound")
+    if not bound or not isinstance(cpu, int | float):
+        return None
+    return 1000.0 * float(cpu) / float(bound)
+
+
+def batching_table(results: Sequence[Result]) -> str:
+    """Where ours ran with and without OpportunisticBatching: scheduler CPU per pod, each run, and
+    the median of batched/unbatched (below 1: batching saves CPU)."""
+    header = ["workload", "runs", "sched CPU ms/pod batched", "unbatched", "median batched/unbatched"]
+    by: dict[str, dict[str, list[float]]] = {}
+    for r in results:
+        if r.get("scheduler") in ("ours", "ours-unbatched") and (v := _sched_ms_per_pod(r)) is not None:
+            by.setdefault(str(r["workload"]), {}).setdefault(str(r["scheduler"]), []).append(v)
+    rows = []
+    for workload, runs in by.items():
+        on, off = runs.get("ours", []), runs.get("ours-unbatched", [])
+        if not on or not off:
+            continue
+        ratio = _quotient(_median(on), _median(off))
+        rows.append(
+            [
+                workload,
+                str(max(len(on), len(off))),
+                " ".join(_fmt(v, 2) for v in on),
+                " ".join(_fmt(v, 2) for v in off),
+                _fmt(ratio, 2),
+            ]
+        )
+    return _markdown(header, rows) if rows else ""
 
 
 def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -227,7 +270,12 @@ def chart(results: Sequence[Result], path: Path) -> Path | None:
     cols = 2
     rows = (len(by) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(12, 3.2 * rows), squeeze=False)
-    styles = {"ours": ("tab:blue", "-"), "reference": ("tab:orange", "-"), "raw-bind": ("tab:gray", ":")}
+    styles = {
+        "ours": ("tab:blue", "-"),
+        "ours-unbatched": ("tab:cyan", "--"),
+        "reference": ("tab:orange", "-"),
+        "raw-bind": ("tab:gray", ":"),
+    }
     for ax, (workload, runs) in zip(axes.flat, by.items(), strict=False):
         for name in SCHEDULERS:
             if name not in runs:

@@ -68,34 +68,58 @@ class SchedulerSpec:
 
 SCHEDULERS: dict[str, SchedulerSpec] = {
     "ours": SchedulerSpec("ours", "kopf-scheduler"),
+    # Ours with OpportunisticBatching off: the before of batching's CPU saving, in the same run.
+    "ours-unbatched": SchedulerSpec("ours-unbatched", "kopf-scheduler"),
     "reference": SchedulerSpec("reference", "default-scheduler"),
     "raw-bind": SchedulerSpec("raw-bind", "raw-bind", posts_events=False),
 }
 
 
-def _reference_config(plane: ControlPlane, qps: float) -> Path:
-    """The default profile; only the client's rate limit is raised, as scheduler_perf does."""
+def _reference_config(plane: ControlPlane, qps: float, workload: Workload | None) -> Path:
+    """The default profile (with the workload's pluginConfig); the client's rate limit raised as
+    scheduler_perf does (``qps`` 0: the plain defaults, QPS 50 / burst 100)."""
     path = plane.workdir / "kube-scheduler.yaml"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": qps, "burst": int(qps)},
-                "leaderElection": {"leaderElect": False},
-            }
-        )
-    )
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(plane.kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+    }
+    if qps > 0:
+        config["clientConnection"].update({"qps": qps, "burst": int(qps)})
+    if workload is not None and workload.plugin_config:
+        profile = {"schedulerName": "default-scheduler", "pluginConfig": list(workload.plugin_config)}
+        config["profiles"] = [profile]
+    path.write_text(json.dumps(config))
     return path
 
 
+def _our_profile(workload: Workload) -> dict[str, Any] | None:
+    """The SchedulerProfile ours serves the workload with, None for the built-in default."""
+    spec: dict[str, Any] = {"schedulerName": "kopf-scheduler"}
+    if workload.plugin_config:
+        spec["pluginConfig"] = list(workload.plugin_config)
+    if workload.workloads_api:  # the reference's GenericWorkload gate adds GangScheduling to its profile
+        spec["plugins"] = {"multiPoint": {"enabled": [{"name": "GangScheduling"}]}}
+    if len(spec) == 1:
+        return None
+    return {"apiVersion": "kopfscheduler.io/v1alpha1", "kind": "SchedulerProfile",
+            "metadata": {"name": "bench"}, "spec": spec}  # fmt: skip
+
+
 def _command(
-    spec: SchedulerSpec, plane: ControlPlane, args: argparse.Namespace, slug: str
+    spec: SchedulerSpec,
+    plane: ControlPlane,
+    args: argparse.Namespace,
+    slug: str,
+    workload: Workload | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    if spec.key == "ours":
+    if spec.key in ("ours", "ours-unbatched"):
         cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(plane.kubeconfig)]
         cmd += ["--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
+        if spec.key == "ours-unbatched":
+            cmd.append("--no-opportunistic-batching")
         if args.profile_ours:
             args.profile_ours.mkdir(parents=True, exist_ok=True)
             output = args.profile_ours / f"{slug}.folded"
@@ -119,10 +143,9 @@ def _command(
             f"--secure-port={_free_port()}",
             "--bind-address=127.0.0.1",
         ]
-        if args.reference_qps > 0:
-            cmd.append(f"--config={_reference_config(plane, args.reference_qps)}")
-        else:  # the plain defaults: client QPS 50 / burst 100
-            cmd += [f"--kubeconfig={plane.kubeconfig}", "--leader-elect=false"]
+        cmd.append(f"--config={_reference_config(plane, args.reference_qps, workload)}")
+        if plane.workloads:
+            cmd.append(f"--feature-gates={plane.feature_gates()}")
         return cmd, env
     env["KOPF_SCHEDULER_BENCH_TOKEN"] = plane.admin_token
     cmd = [sys.executable, "-m", "kopf_scheduler.bench.rawbind", "--server", plane.server,
@@ -166,6 +189,7 @@ _COLLECTIONS = {
     "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
     "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
     "ResourceClaim": "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims",
+    "PodGroup": "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups",
 }
 
 
@@ -238,7 +262,10 @@ async def _measure(
             await api.create_all(_pods_path, unschedulable)
             create_seconds = await api.create_all(_pods_path, bodies)
 
-        cmd, env = _command(spec, plane, args, log_path.stem)
+        profile = _our_profile(workload) if spec.key.startswith("ours") else None
+        if profile is not None:  # read by ours before its first cycle (resync_profiles)
+            await api.request("POST", "/apis/kopfscheduler.io/v1alpha1/schedulerprofiles", profile)
+        cmd, env = _command(spec, plane, args, log_path.stem, workload)
         with log_path.open("wb") as log:
             spawned = time.monotonic()
             proc = subprocess.Popen(
@@ -389,7 +416,7 @@ def prepare(binary: Path, workload: Workload, workdir: Path) -> dict[str, float]
     Copying etcd's data directory takes a second; re-creating 50,000 pods takes minutes. It also
     makes the starting state of the three runs identical, object for object.
     """
-    plane = ControlPlane(binary, workdir)
+    plane = ControlPlane(binary, workdir, workloads=workload.workloads_api)
     try:
         plane.start()
         plane.kubectl("apply", "-f", str(ROOT / "crds"))  # ours serves SchedulerProfiles; same state for all
@@ -442,7 +469,7 @@ def run_one(
     workdir = Path(tempfile.mkdtemp(prefix="kopf-scheduler-bench-"))
     shutil.rmtree(workdir)
     shutil.copytree(prepared, workdir)
-    plane = ControlPlane(binary, workdir)
+    plane = ControlPlane(binary, workdir, workloads=workload.workloads_api)
     try:
         plane.start()
         result["control_plane_start_seconds"] = plane.start_seconds
@@ -610,6 +637,10 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat > 1:
         print()
         print(report.repeat_table(results))
+    batching = report.batching_table(results)
+    if batching:
+        print()
+        print(batching)
     print(f"\nJSON, chart and logs in {args.out}")
     return 1 if any(r.get("error") for r in results) else 0
 

@@ -104,6 +104,16 @@ class Workload:
     # Other objects the cluster starts with (DRA: DeviceClass, ResourceSlices, ResourceClaims),
     # created after the nodes, in order.
     cluster_objects: Callable[[], list[Obj]] = lambda: []
+    # pluginConfig for both schedulers' profile (ours: a SchedulerProfile; the reference: its config).
+    plugin_config: tuple[Obj, ...] = ()
+    # >0: measured pods join PodGroups of this many (gang policy, minCount the same), created with
+    # the cluster; the plane serves them (GenericWorkload), the reference runs with that gate on
+    # and ours with GangScheduling in its profile.
+    gang_size: int = 0
+
+    @property
+    def workloads_api(self) -> bool:
+        return self.gang_size > 0
 
     def node_objects(self) -> list[Obj]:
         return [node(f"node-{i:05d}", self.node_labels(i)) for i in range(self.nodes)]
@@ -132,6 +142,8 @@ class Workload:
             body = self.measure_pod(f"{prefix}-{i:06d}")
             body["metadata"]["labels"][TRACK_LABEL] = "1"
             body["spec"]["schedulerName"] = scheduler_name
+            if self.gang_size:
+                body["spec"]["schedulingGroup"] = {"podGroupName": gang_name(i // self.gang_size)}
             out.append(body)
         return out
 
@@ -140,6 +152,27 @@ class Workload:
         body = pod("warmup", cpu="10m", memory="16Mi", labels={TRACK_LABEL: "1"})
         body["spec"]["schedulerName"] = scheduler_name
         return body
+
+
+def gang_name(index: int) -> str:
+    return f"gang-{index:05d}"
+
+
+def _pod_groups(groups: int, size: int) -> list[Obj]:
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": gang_name(g), "namespace": NAMESPACE},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+        }
+        for g in range(groups)
+    ]
+
+
+# scheduler_perf's batching/scheduler-config-no-topology.yaml: without system-default spreading
+# (every pod's placement would depend on its predecessors') pods can be signed and batched.
+NO_TOPOLOGY: Obj = {"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": []}}
 
 
 def _anti_affinity_pod(name: str) -> Obj:
@@ -264,6 +297,10 @@ _SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     # scheduler_perf's dra/SchedulingWithResourceClaim 2000pods_200nodes / 5000pods_500nodes, without
     # their init pods (ours would be created bound, with claims nobody allocated).
     "SchedulingWithResourceClaim": {"tiny": (2, 0, 10), "small": (200, 0, 1000), "full": (500, 0, 2500)},
+    # SchedulingBasic with scheduler_perf's batching profile (no system-default spreading).
+    "SchedulingBasicBatching": {"tiny": (5, 5, 20), "small": (1000, 1000, 1000), "full": (1000, 1000, 2000)},
+    # (nodes, init pods, measured pods, pods per gang): 100 gangs of 8 on 1,000 nodes at full scale.
+    "GangScheduling": {"tiny": (10, 0, 12, 4), "small": (500, 0, 400, 8), "full": (1000, 0, 800, 8)},
 }
 
 
@@ -330,6 +367,21 @@ def workloads(scale: str) -> dict[str, Workload]:
             measure_pod=_dra_pod,
             cluster_objects=functools.partial(_dra_objects, n, claims, 2),
             note=f"DRA: {n} nodes with a 2-device ResourceSlice each; {claims} claims, 5 pods per claim",
+        )
+    )  # fmt: skip
+    n, i, m = size("SchedulingBasicBatching")
+    out.append(
+        Workload(
+            "SchedulingBasicBatching", n, i, m, plugin_config=(NO_TOPOLOGY,),
+            note="SchedulingBasic/1000Nodes; PodTopologySpread defaultingType List, no default constraints",
+        )
+    )  # fmt: skip
+    n, i, m, g = size("GangScheduling")
+    out.append(
+        Workload(
+            "GangScheduling", n, i, m, gang_size=g,
+            cluster_objects=functools.partial(_pod_groups, m // g, g),
+            note=f"{m // g} PodGroups (gang, minCount {g}) of {g} pods each; GenericWorkload on",
         )
     )  # fmt: skip
     n, i, m = size("StartUp")

@@ -123,6 +123,7 @@ class Options:
     stuck_after: float = 30.0
     namespaces: tuple[str, ...] = ()  # schedule only these namespaces' pods (all count on nodes)
     explain_annotation: bool = False  # annotate pods failing scheduling with a per-plugin summary
+    opportunistic_batching: bool = True
     identity: str = field(default_factory=_identity)
 
 
@@ -167,6 +168,7 @@ class SchedulerRuntime:
             metrics=metrics.SCHEDULER,
             parallel_binds=options.parallel_binds,
             event_workers=options.event_workers,
+            opportunistic_batching=options.opportunistic_batching,
         )
         self.cache = engine.cache
         self.queue = engine.queue

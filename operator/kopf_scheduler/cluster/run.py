@@ -68,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="annotate pods that fail scheduling with a compact per-plugin summary "
         "(kopfscheduler.io/scheduling-result; needs patch on pods)",
     )
+    parser.add_argument(
+        "--no-opportunistic-batching",
+        dest="opportunistic_batching",
+        action="store_false",
+        help="turn OpportunisticBatching off (the reference's gate of that name; beta, on by default)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.add_argument("--debug", action="store_true")
 
@@ -136,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         event_workers=args.event_workers,
         namespaces=tuple(args.namespace),
         explain_annotation=args.explain_annotation,
+        opportunistic_batching=args.opportunistic_batching,
     )
     operator.configure(options, credentials)
     kopf.configure(verbose=args.verbose, debug=args.debug)
