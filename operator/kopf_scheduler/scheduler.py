@@ -506,6 +506,7 @@ class Scheduler:
                 group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
             elif is_success(group_status) and not any_scheduled:
                 group_status = Status(Code.UNSCHEDULABLE)
+        untried_msg = group_status.message if group_status is not None else ""
         if group_status is not None and group_status.is_rejected():
             group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
             if not any(isinstance(o, _Failure) and o.status.code == Code.ERROR for _, _, o in outcomes):
@@ -515,7 +516,7 @@ class Scheduler:
             self._submit_pod_group(fw, group, members, outcomes, start)
         else:
             assert group_status is not None
-            self._reject_pod_group(fw, group, members, outcomes, group_status, start)
+            self._reject_pod_group(fw, group, members, outcomes, group_status, untried_msg, start)
 
     def _pod_group_post_filter(self, fw: Framework, group: PodGroup) -> list[str]:
         """What the group's PostFilter adds to its message. Workload-aware preemption is not built:
@@ -564,10 +565,13 @@ class Scheduler:
         members: list[QueuedPodInfo],
         outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]],
         group_status: Status,
+        untried_msg: str,
         start: float,
     ) -> None:
-        """Undo every placement (last first), then fail every member: those placed with the group's
-        message, those that were not with their own, those not tried with the group's."""
+        """Undo every placement (last first), then fail every member: those placed with "pod group
+        is unschedulable, " and the group's message, those that found no node with their own, those
+        not tried with the group's message as it was before the group's PostFilter (the reference
+        fills their results in before it runs)."""
         for qpi, state, outcome in reversed(outcomes):
             if isinstance(outcome, _Failure):
                 continue
@@ -577,6 +581,7 @@ class Scheduler:
             if qpi.pod.nominated_node_name:  # assuming dropped its nomination: give it back
                 self.nominator.add_nominated_pod(qpi.pod, qpi.pod.nominated_node_name)
         own = {qpi.uid: outcome for qpi, _, outcome in outcomes if isinstance(outcome, _Failure)}
+        placed = {qpi.uid for qpi, _, outcome in outcomes if not isinstance(outcome, _Failure)}
         error = group_status.code == Code.ERROR
         group_msg = group_status.message
         for qpi in members:
@@ -584,9 +589,12 @@ class Scheduler:
             if error:
                 if failure is None or failure.status.code != Code.ERROR:
                     failure = _Failure(group_status, None, nominating="")
-            elif failure is None:
+            elif qpi.uid in placed:
                 msg = f"{POD_GROUP_UNSCHEDULABLE}, {group_msg}" if group_msg else POD_GROUP_UNSCHEDULABLE
                 failure = _Failure(Status(Code.UNSCHEDULABLE, msg), None, nominating="")
+            elif failure is None:
+                status = Status(Code.UNSCHEDULABLE, untried_msg or POD_GROUP_UNSCHEDULABLE)
+                failure = _Failure(status, None, nominating="")
             elif failure.nominating is None:
                 failure.nominating = ""
             self._handle_failure(fw, qpi, failure, start, group_member=True)
