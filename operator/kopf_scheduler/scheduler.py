@@ -658,12 +658,14 @@ class Scheduler:
         best = self.select_host(totals)
         host = infos[int(feasible[best])].name
         if batch is not None and raw is not None:
-            rest = np.delete(feasible, best)
-            others = ScoredNodes(
-                [infos[int(r)].name for r in rest],
-                {name: np.delete(scores, best) for name, scores in raw.items()},
-                np.delete(totals, best),
-                self._np_rng.integers(0, 2**62, len(rest)),
+            others = ScoredNodes.around(
+                [infos[int(r)].name for r in feasible],
+                feasible,
+                self.snapshot.layout,
+                raw,
+                totals,
+                self._np_rng.integers(0, 2**62, len(feasible)),
+                best,
             )
             batch.store_schedule_results(signature, hint, host, others, cycle)
         return ScheduleResult(host, evaluated, len(feasible))

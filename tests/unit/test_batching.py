@@ -51,10 +51,19 @@ def test_default_profile_never_signs_and_no_topology_profile_signs_equal_pods_eq
 
 
 def test_scored_nodes_pop_best_first_ties_by_randomizer() -> None:
-    nodes = ScoredNodes(
-        ["a", "b", "c", "d"], {"p": np.array([1, 5, 5, 2])}, np.array([1, 5, 5, 2]), np.array([9, 1, 7, 3])
+    totals = np.array([1, 5, 5, 2, 9])
+    nodes = ScoredNodes.around(
+        ["a", "b", "c", "d", "e"],
+        np.arange(5),
+        0,
+        {"p": totals.copy()},
+        totals,
+        np.array([9, 1, 7, 3, 0]),
+        chosen=4,  # "e" was the pass's choice: not offered again
     )
+    assert len(nodes) == 4
     assert [nodes.pop() for _ in range(4)] == ["c", "b", "d", "a"]
+    assert len(nodes) == 0 and nodes.last == 0
 
 
 def random_cluster(rng: random.Random, engine: Engine) -> None:

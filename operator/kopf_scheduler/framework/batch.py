@@ -60,27 +60,51 @@ PodSignature = tuple[tuple[str, Hashable], ...]
 
 @dataclass(slots=True)
 class ScoredNodes:
-    """Scored feasible nodes, best first on ``pop``: each plugin's raw (pre-NormalizeScore) scores
-    are kept so a re-scored node can be normalized with the rest; ``randomizer`` breaks ties, as
-    the reference's heap does, uniformly among equals."""
+    """A pass's scored feasible nodes, best first on ``pop``. Entries never move: a popped entry is
+    marked dead (total -1, below any score) and can come back when re-scored, so a hint costs no
+    reallocation. Each plugin's raw (pre-NormalizeScore) scores are kept to normalize a re-scored
+    node with the rest; ``randomizer`` breaks ties uniformly, as the reference's heap does.
+    ``rows`` are snapshot rows while the snapshot's ``layout`` is the same."""
 
     names: list[str]
+    rows: np.ndarray
+    layout: int
     raw: dict[str, np.ndarray]
     totals: np.ndarray
     randomizer: np.ndarray
+    alive: np.ndarray
+    last: int = -1  # the entry popped last (or the chosen node the list was made around)
+
+    @classmethod
+    def around(
+        cls,
+        names: list[str],
+        rows: np.ndarray,
+        layout: int,
+        raw: dict[str, np.ndarray],
+        totals: np.ndarray,
+        randomizer: np.ndarray,
+        chosen: int,
+    ) -> ScoredNodes:
+        """The list of one pass, its chosen entry already taken."""
+        alive = np.ones(len(names), dtype=bool)
+        alive[chosen] = False
+        totals = totals.astype(np.int64, copy=True)
+        totals[chosen] = -1
+        return cls(names, rows, layout, raw, totals, randomizer, alive, chosen)
 
     def __len__(self) -> int:
-        return len(self.names)
+        return int(self.alive.sum())
 
     def pop(self) -> str:
-        best = self.totals.max()
-        ties = np.flatnonzero(self.totals == best)
+        totals = self.totals
+        best = totals.max()
+        ties = np.flatnonzero(totals == best)
         i = int(ties[np.argmax(self.randomizer[ties])]) if len(ties) > 1 else int(ties[0])
-        name = self.names.pop(i)
-        self.raw = {p: np.delete(a, i) for p, a in self.raw.items()}
-        self.totals = np.delete(self.totals, i)
-        self.randomizer = np.delete(self.randomizer, i)
-        return name
+        self.alive[i] = False
+        totals[i] = -1
+        self.last = i
+        return self.names[i]
 
 
 @dataclass(slots=True)
@@ -156,31 +180,44 @@ class OpportunisticBatch:
         fw = self._fw
         st = self._state
         assert st is not None
+        nodes = st.nodes
         start = time.perf_counter()
         try:
             snapshot = fw.snapshot
-            index = snapshot.index
-            if any(n not in index for n in st.nodes.names):
-                return self._flush(FLUSH_NODE_MISSING)
-            names = [*st.nodes.names, self._last_chosen]
-            rows = np.array([index[n] for n in names], dtype=np.int64)
-            nodes = snapshot.infos_at(rows)
+            if nodes.layout != snapshot.layout:  # nodes came or went: find the rows again
+                index = snapshot.index
+                if any(n not in index for n in nodes.names):
+                    return self._flush(FLUSH_NODE_MISSING)
+                nodes.rows = np.array([index[n] for n in nodes.names], dtype=np.int64)
+                nodes.layout = snapshot.layout
+            x = nodes.last
+            nodes.alive[x] = True
+            sel = np.flatnonzero(nodes.alive)  # the candidates, the re-scored node among them
+            rows = nodes.rows[sel]
+            infos = snapshot.infos_at(rows)
             scratch = state.clone()  # the rescore's PreScore must not leak into the cycle's state
-            if not is_success(fw.run_pre_score_plugins(scratch, pod, nodes)):
+            if not is_success(fw.run_pre_score_plugins(scratch, pod, infos)):
+                nodes.alive[x] = False
                 return self._flush(FLUSH_PRESCORE_ERROR)
             fresh: dict[str, np.ndarray] = {}
             try:
-                fw.run_raw_score_plugins(scratch, pod, rows[-1:], nodes[-1:], fresh)
+                fw.run_raw_score_plugins(
+                    scratch, pod, nodes.rows[x : x + 1], [snapshot.node_infos[nodes.rows[x]]], fresh
+                )
             except Exception:
+                nodes.alive[x] = False
                 return self._flush(FLUSH_RESCORE_ERROR)
-            raw = {p: np.append(st.nodes.raw[p], fresh[p]) for p in fresh if p in st.nodes.raw}
-            if len(raw) != len(fresh) or len(raw) != len(st.nodes.raw):
+            if fresh.keys() != nodes.raw.keys():
+                nodes.alive[x] = False
                 return self._flush(FLUSH_RESCORE_ERROR)
-            totals = fw.normalize_scores(scratch, pod, raw)
+            for name, scores in fresh.items():
+                nodes.raw[name][x] = scores[0]
+            totals = fw.normalize_scores(scratch, pod, {name: raw[sel] for name, raw in nodes.raw.items()})
             if totals is None:
+                nodes.alive[x] = False
                 return self._flush(FLUSH_NORMALIZE_ERROR)
-            randomizer = np.append(st.nodes.randomizer, self._rng.integers(0, 2**62))
-            st.nodes = ScoredNodes(names, raw, totals, randomizer)
+            nodes.totals[sel] = totals
+            nodes.randomizer[x] = self._rng.integers(0, 2**62)
             return True
         finally:
             fw.metrics.batch_rescore(fw.profile_name, time.perf_counter() - start)

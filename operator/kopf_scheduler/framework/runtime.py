@@ -1041,7 +1041,8 @@ class Framework:
         evals = self._evals_score
         timed = state.record_plugin_metrics
         record = self._metrics.plugin_duration
-        vfn = getattr(p, "score_vector", None)
+        # One node (a batch's re-score): the per-node method costs less than the vector's set-up.
+        vfn = getattr(p, "score_vector", None) if len(rows) > 1 else None
         t0 = _perf() if timed else 0.0
         vec = vfn(state, pod, self.snapshot, rows) if vfn is not None else None
         if vec is not None:
