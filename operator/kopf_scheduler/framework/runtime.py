@@ -363,6 +363,9 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.score_weights = {p.name: resolved.weights.get(p.name, 1) for p in self.score_plugins}
+        self.normalizing_plugins = frozenset(
+            p.name for p in self.score_plugins if getattr(p, "normalize_score", None) is not None
+        )
         # Not extension points of the profile API: enabled plugins that implement them take part.
         enabled = [self.plugins[n] for n in resolved.names]
         self.placement_feasible_plugins = [p for p in enabled if isinstance(p, PlacementFeasiblePlugin)]
@@ -1111,19 +1114,23 @@ class Framework:
                 out[p.name] = self._raw_scores(p, state, pod, rows, nodes)
 
     def normalize_scores(
-        self, state: CycleState, pod: Pod, raw: Mapping[str, np.ndarray]
+        self, state: CycleState, pod: Pod, raw: Mapping[str, np.ndarray], *, in_range: bool = False
     ) -> np.ndarray | None:
-        """Weighted totals of raw scores (NormalizeScore on copies); None when a plugin fails."""
+        """Weighted totals of raw scores (NormalizeScore on copies); None when a plugin fails.
+
+        ``in_range``: the caller knows the raw scores of plugins without NormalizeScore are within
+        [MinNodeScore, MaxNodeScore] (checked when first scored): they are only weighted."""
         total: np.ndarray | None = None
         for p in self.score_plugins:
             scores = raw.get(p.name)
             if scores is None:
                 continue
-            scores = scores.copy()
-            try:
-                self._normalize(p, state, pod, scores)
-            except FrameworkError:
-                return None
+            if not (in_range and getattr(p, "normalize_score", None) is None):
+                scores = scores.copy()
+                try:
+                    self._normalize(p, state, pod, scores)
+                except FrameworkError:
+                    return None
             weighted = scores * self.score_weights[p.name]
             total = weighted if total is None else total + weighted
         if total is None:
