@@ -127,7 +127,7 @@ def _command(
                 args.py_spy,
                 "record",
                 "--rate",
-                "50",
+                str(args.profile_rate),
                 "--format",
                 "raw",
                 "--output",
@@ -604,6 +604,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="save a Go CPU profile of kube-apiserver during each measured phase here (go tool pprof)",
+    )
+    parser.add_argument(
+        "--profile-rate", type=int, default=50, help="py-spy samples a second (with --profile-ours)"
     )
     parser.add_argument("--profile-apiserver-seconds", type=float, default=8.0, help="length of that profile")
     parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
