@@ -118,12 +118,12 @@ def whole(plane: ControlPlane, namespace: str, group: str) -> Callable[[], bool 
     return lambda: bound_count(plane, namespace, group) == 8 or None
 
 
-def failed_messages(plane: ControlPlane, namespace: str, group: str) -> dict[str, str]:
-    """Pod name -> the note of its first FailedScheduling event (once every member has one)."""
+def failed_messages(plane: ControlPlane, namespace: str, group: str, count: int = 8) -> dict[str, str]:
+    """Member number -> the note of its first FailedScheduling event (once every member has one)."""
 
     def all_failed() -> dict[str, str] | None:
         out = {}
-        for i in range(1, 9):
+        for i in range(1, count + 1):
             evs = reason_events(plane, namespace, f"{group}-{i}", "FailedScheduling")
             if not evs:
                 return None
@@ -209,3 +209,26 @@ def test_killing_the_scheduler_mid_gang_leaves_no_partial_gang(
         )
         report = check(fetch_state(str(plane.kubeconfig)), [OURS], namespaces=[namespace])
         assert report.ok, report.summary()
+
+
+def test_a_gang_that_cannot_make_it_stops_early_with_the_references_words(
+    plane: ControlPlane,
+    namespace: str,
+    sa_kubeconfig: Path,
+    reference: subprocess.Popen[bytes],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """minCount 3, four members, room for one: the cycle ends after the third member (1 placed,
+    1 left); the fourth is never tried and says so in the reference's words."""
+    with leading_replica(sa_kubeconfig, "gang", [namespace], "gang-c", tmp_path_factory.mktemp("gang-c")):
+        pools = {OURS: "ours-early", REFERENCE: "ref-early"}
+        for pool in pools.values():
+            create(plane, node(f"{pool}-1", cpu="1", labels={"pool": pool}))
+        for scheduler, pool in pools.items():
+            create(plane, pod_group(pool, namespace, 3))
+            create(plane, *members(pool, namespace, scheduler, pool, count=4))
+        ours = failed_messages(plane, namespace, "ours-early", 4)
+        ref = failed_messages(plane, namespace, "ref-early", 4)
+        assert ours == ref, (ours, ref)
+        assert ours["4"] == "minCount (3) cannot be satisfied: 1 scheduled, 1 remaining"
+        assert bound_count(plane, namespace, "ours-early") == 0
