@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
+from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec
 from kopf_scheduler.framework.profiles import load_profile
@@ -50,6 +51,7 @@ NAMESPACED = {
     "StatefulSet",
     "ResourceClaim",
     "ResourceClaimTemplate",
+    "PodGroup",
 }
 CLUSTER_SCOPED = {
     "ResourceSlice",
@@ -178,6 +180,8 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
                     raise SimulationError(f"{label}: metadata.name: required")
                 key = f"{meta.get('namespace') or 'default'}/{name}" if kind in NAMESPACED else name
                 obj = dict(admission.admit_claim(doc)) if kind == "PersistentVolumeClaim" else dict(doc)
+                if kind == "PodGroup":
+                    parse_pod_group(obj)  # a malformed group is the input's error, named here
                 if kind == "StorageClass" and not obj.get("volumeBindingMode"):
                     obj["volumeBindingMode"] = "Immediate"  # the apiserver's default
                 inputs.objects.setdefault(kind, {})[key] = obj
@@ -292,6 +296,11 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         cache.add_node(node_spec)
     for pod in inputs.running:
         cache.add_pod(pod)
+    # Gang scheduling: the PodGroups, and every pod naming one, as the event handlers feed them.
+    for raw in inputs.objects.get("PodGroup", {}).values():
+        cache.pod_groups.set_group(parse_pod_group(raw))
+    for pod in (*inputs.running, *inputs.pending):
+        cache.pod_groups.set_pod(pod)
     ours = [p for p in inputs.pending if p.scheduler_name in profiles]
     for pod in ours:
         queue.add(pod)
@@ -329,6 +338,10 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         if not node and not messages and pod.uid not in attempted:
             gates = ", ".join(pod.scheduling_gates)
             msg = f"not attempted: scheduling gated ({gates})" if gates else "not attempted"
+            fw = profiles.get(pod.scheduler_name)
+            held = fw.run_pre_enqueue_plugins(pod) if fw is not None and not gates else None
+            if held is not None and held.is_rejected():  # what keeps it out of the queue, e.g. its gang
+                msg = f"not attempted: {held.plugin}: {held.message}"
             messages = [msg]
         message = "" if node else (messages[-1] if messages else "")
         if pod.key in preempted_by:  # scheduled here, then preempted by a later pod

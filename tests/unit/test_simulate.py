@@ -203,3 +203,19 @@ def test_a_preemptor_outcome_carries_its_first_attempts_victims() -> None:
     outcomes = {o.name: o for o in asyncio.run(simulate(inputs, seed=0))}
     web = outcomes["web"]
     assert web.victims_by_attempt == [["default/batch"]] and web.victims == ["default/batch"]
+
+
+def test_gang_binds_none_without_room_and_a_short_gang_waits(capsys: pytest.CaptureFixture[str]) -> None:
+    pods = run_json(capsys, str(EX / "gang.yaml"))
+    group = (
+        "pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, "
+        "pod group preemption: No preemption victims found for incoming preemptor"
+    )
+    assert [pods[f"default/train-{i}"]["message"] for i in range(1, 5)] == [group] * 3 + [
+        "0/3 nodes are available: 3 Insufficient cpu."
+    ]
+    assert all(pods[f"default/train-{i}"]["node"] == "" for i in range(1, 5))
+    waiting = (
+        "not attempted: GangScheduling: waiting for minCount pods from a gang to appear in scheduling queue"
+    )
+    assert pods["default/small-1"]["message"] == pods["default/small-2"]["message"] == waiting
