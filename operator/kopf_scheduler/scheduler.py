@@ -513,7 +513,7 @@ class Scheduler:
                 group_status.reasons.extend(self._pod_group_post_filter(fw, group))
         self.metrics.pod_group_algorithm(self.clock() - start)
         if is_success(group_status):
-            self._submit_pod_group(fw, group, members, outcomes, start)
+            self._submit_pod_group(fw, group, outcomes, start)
         else:
             assert group_status is not None
             self._reject_pod_group(fw, group, members, outcomes, group_status, untried_msg, start)
@@ -532,12 +532,10 @@ class Scheduler:
         self,
         fw: Framework,
         group: PodGroup,
-        members: list[QueuedPodInfo],
         outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]],
         start: float,
     ) -> None:
         """The group is placed: Permit and bind its placed members, requeue the rest on their own."""
-        tried = {qpi.uid for qpi, _, _ in outcomes}
         for qpi, state, outcome in outcomes:
             if isinstance(outcome, _Failure):
                 self._handle_failure(fw, qpi, outcome, start)
@@ -552,9 +550,6 @@ class Scheduler:
                 continue
             binding = self._run_binding_cycle(state, fw, qpi, result, assumed, start)
             self._spawn(binding, f"binding {assumed.key}")
-        for qpi in members:  # not reached: only after an error, which is not a success
-            if qpi.uid not in tried:
-                self.queue.done(qpi.uid)
         self._set_pod_group_condition(group, "True", "Scheduled", "")
         self.metrics.pod_group_attempt(SCHEDULED_RESULT, fw.profile_name, self.clock() - start)
 
@@ -580,6 +575,10 @@ class Scheduler:
             self._forget(assumed)
             if qpi.pod.nominated_node_name:  # assuming dropped its nomination: give it back
                 self.nominator.add_nominated_pod(qpi.pod, qpi.pod.nominated_node_name)
+        if fw.batch is not None and outcomes:
+            # Its list was scored around placements now undone; only the last node would be
+            # re-scored. (The reference keeps it; a freed node would stay out of its hints.)
+            fw.batch.reset()
         own = {qpi.uid: outcome for qpi, _, outcome in outcomes if isinstance(outcome, _Failure)}
         placed = {qpi.uid for qpi, _, outcome in outcomes if not isinstance(outcome, _Failure)}
         error = group_status.code == Code.ERROR

@@ -242,3 +242,23 @@ async def test_basic_or_min_one_group_places_what_fits(min_count: int | None) ->
     assert condition(client, "default/g")["status"] == "True"
     failed = [e for e in client.events if e.reason == "FailedScheduling"]
     assert len(failed) == 1 and failed[0].message == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+async def test_a_rolled_back_gang_leaves_no_batch_results_behind() -> None:
+    """Members sign alike and are placed through hints; once the group is undone the stored list
+    (scored around those placements) must not hint the next pod."""
+    no_topology = {"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": []}}
+    plugins = {"multiPoint": {"enabled": [{"name": "GangScheduling"}]}}
+    profile = load_profile({"schedulerName": GANG, "plugins": plugins, "pluginConfig": [no_topology]})
+    client = MemoryClusterClient()
+    engine = new_engine(client, [profile])
+    for i in range(1, 8):
+        engine.handlers.add_node(make_node(f"node-{i}", cpu="1"))
+    engine.handlers.add_object("PodGroup", pod_group("gang", 8))
+    add_members(engine, "gang", 8)
+    fw = engine.profiles.get(GANG)
+    assert fw is not None and fw.batch is not None
+    await drain(engine)
+    assert client.bindings == {}
+    assert fw.batch.batched_pods > 0  # the members did go through hints
+    assert fw.batch._state is None

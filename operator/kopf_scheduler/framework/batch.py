@@ -126,6 +126,10 @@ class OpportunisticBatch:
         self.batched_pods = 0
         self._rng = np.random.default_rng()  # tie-breakers of re-scored nodes (uniform, as Go's rand.Int)
 
+    def reset(self) -> None:
+        """Forget the stored results (their snapshot was rolled back)."""
+        self._state = None
+
     def _flush(self, reason: str) -> bool:
         self._fw.metrics.batch_flushed(self._fw.profile_name, reason)
         return False
