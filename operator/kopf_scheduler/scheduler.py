@@ -355,7 +355,14 @@ class Scheduler:
             self.queue.done(pod.uid)
             return True
         if pod.pod_group and fw.schedules_pod_groups():
-            self._schedule_pod_group(fw, [qpi, *self.queue.pop_pod_group_members(pod)])
+            members = [qpi, *self.queue.pop_pod_group_members(pod)]
+            gate = self.queue.pod_group_gate(pod)
+            if gate:  # a gated member holds its whole group back, silently, as the reference's entity
+                for member in members:
+                    member.unschedulable_plugins = {gate}
+                    self.queue.add_unschedulable_if_not_present(member, self.queue.scheduling_cycle)
+                return True
+            self._schedule_pod_group(fw, members)
             return True
         if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
             self.queue.done(pod.uid)

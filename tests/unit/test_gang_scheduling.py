@@ -262,3 +262,29 @@ async def test_a_rolled_back_gang_leaves_no_batch_results_behind() -> None:
     assert client.bindings == {}
     assert fw.batch.batched_pods > 0  # the members did go through hints
     assert fw.batch._state is None
+
+
+async def test_one_gated_member_holds_its_whole_group_silently() -> None:
+    """The reference gates a group entity when any member is gated: nothing is tried, nothing said."""
+    engine, client = engine_with(3)
+    engine.handlers.add_object("PodGroup", pod_group("g", 3))
+    add_members(engine, "g", 2)
+    gated = make_pod(
+        "g-3",
+        cpu="800m",
+        scheduler_name=GANG,
+        schedulingGroup={"podGroupName": "g"},
+        schedulingGates=[{"name": "x"}],
+    )
+    engine.handlers.add_pod(gated)
+    await drain(engine)
+    assert client.bindings == {} and client.events == []
+    assert engine.queue.pending_pods()["gated"] == 1
+    engine.handlers.update_pod(
+        gated,
+        make_pod(
+            "g-3", cpu="800m", scheduler_name=GANG, uid=gated.uid, schedulingGroup={"podGroupName": "g"}
+        ),
+    )
+    await drain(engine)
+    assert len(client.bindings) == 3

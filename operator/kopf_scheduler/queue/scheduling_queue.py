@@ -440,6 +440,20 @@ class PriorityQueue:
             self._start_attempt(qpi)
         return out
 
+    def pod_group_gate(self, pod: Pod) -> str:
+        """The gating plugin of a member of ``pod``'s group held in the pool by PreEnqueue, or "":
+        in the reference one gated member gates its whole group."""
+        key = pod.pod_group_key
+        if not key:
+            return ""
+        for uid in self._gated:
+            qpi = self._unschedulable.get(uid)
+            if qpi is None or qpi.pod.scheduler_name != pod.scheduler_name:
+                continue
+            if qpi.pod.pod_group_key == key:
+                return qpi.gating_plugin
+        return ""
+
     def _drop_unschedulable_reasons(self, qpi: QueuedPodInfo) -> None:
         """unschedulable_pods counts queued pods by rejector: a pod popped or deleted leaves it."""
         if qpi.unschedulable_plugins or qpi.pending_plugins:
