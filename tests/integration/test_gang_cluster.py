@@ -9,7 +9,10 @@ scheduler while a gang binds loses nothing, and the gang ends whole (no partial 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -235,3 +238,22 @@ def test_a_gang_that_cannot_make_it_stops_early_with_the_references_words(
         assert ours == ref, (ours, ref)
         assert ours["4"] == "minCount (3) cannot be satisfied: 1 scheduled, 1 remaining"
         assert bound_count(plane, namespace, "ours-early") == 0
+
+
+def test_simulate_from_cluster_says_why_a_gang_member_waits(plane: ControlPlane, sa_kubeconfig: Path) -> None:
+    """Read-only what-if on the live cluster: the listing carries the PodGroups, and a member of a
+    gang short of minCount is shown held by GangScheduling (the cluster itself says nothing)."""
+    ns = fresh_namespace(plane, "gang-whatif")  # no replica serves it: its pods stay pending
+    create(plane, pod_group("short", ns, 3))
+    create(plane, *members("short", ns, OURS, "none", count=2))
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    out = subprocess.run(
+        [sys.executable, "-m", "kopf_scheduler", "simulate", "--from-cluster", "-o", "json",
+         "--kubeconfig", str(plane.kubeconfig)],
+        capture_output=True, text=True, check=True, cwd=ROOT, env=env, timeout=120,
+    ).stdout  # fmt: skip
+    rows = {p["name"]: p for p in json.loads(out)["pods"] if p["namespace"] == ns}
+    waiting = (
+        "not attempted: GangScheduling: waiting for minCount pods from a gang to appear in scheduling queue"
+    )
+    assert {rows[f"short-{i}"]["now"]["message"] for i in (1, 2)} == {waiting}, rows

@@ -16,7 +16,7 @@ from typing import Any
 from kopf_scheduler.cluster.client import ApiClient
 from kopf_scheduler.cluster.connection import load_credentials
 from kopf_scheduler.cluster.informer import ResourceKind
-from kopf_scheduler.cluster.operator import OBJECT_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH
+from kopf_scheduler.cluster.operator import OBJECT_KINDS, OPTIONAL_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH
 from kopf_scheduler.config.profile import ProfileError
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.profiles import load_profile
@@ -74,6 +74,12 @@ async def list_cluster(kubeconfig: str | None = None, context: str | None = None
         for resource in _KINDS:
             for item in await _list(api, resource):
                 listing.documents.append((f"cluster: {resource.kind}", item))
+        for _, _, resource in OPTIONAL_KINDS:  # PodGroups, where the apiserver serves them
+            try:
+                items = await _list(api, resource)
+            except NotFound:
+                continue
+            listing.documents.extend((f"cluster: {resource.kind}", item) for item in items)
         try:
             profiles = await _list(api, ResourceKind("SchedulerProfile", PROFILES_PATH))
         except NotFound:
