@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import Resource
-from kopf_scheduler.dra import EXTENDED_RESOURCES, is_dra_extended_resource_name
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -37,6 +36,7 @@ from kopf_scheduler.plugins.resource_allocation import (
     ResourceSpec,
     UtilizationShapePoint,
     default_resources,
+    dra_delegated,
     is_extended_resource_name,
     least_allocated,
     most_allocated,
@@ -323,16 +323,7 @@ class NodeResourcesFit(Plugin):
         # Spec requests with pod-level resources (``computePodResourceRequest``), not the
         # status-aware ones the pod would count for once on a node.
         request = pod.filter_requests
-        delegated: frozenset[str] = frozenset()
-        if request.scalar and self.handle is not None:
-            classes = self.handle.objects.get("DeviceClass")
-            if classes:
-                by_name = EXTENDED_RESOURCES.classes(classes)
-                delegated = frozenset(
-                    n
-                    for n, q in request.scalar.items()
-                    if q and is_dra_extended_resource_name(n) and n in by_name
-                )
+        delegated = dra_delegated(self.handle, request)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(request, delegated))
         return None, None
 

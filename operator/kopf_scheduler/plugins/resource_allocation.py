@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY
+from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, Resource
 from kopf_scheduler.dra import EXTENDED_RESOURCES, is_dra_extended_resource_name
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, Handle, SignFragments, Status
@@ -485,16 +485,23 @@ class ResourceAllocationScorer:
         return self.vector(reqs, useds, allocs)
 
 
+def dra_delegated(handle: Handle | None, request: Resource) -> frozenset[str]:
+    """Requested extended resources a DeviceClass stands for (DRAExtendedResource): DRA decides
+    those per node, by devices, where the node does not offer them as allocatable."""
+    if not request.scalar or handle is None:
+        return frozenset()
+    classes = handle.objects.get("DeviceClass")
+    if not classes:
+        return frozenset()
+    by_name = EXTENDED_RESOURCES.classes(classes)
+    scalar = request.scalar.items()
+    return frozenset(n for n, q in scalar if q and is_dra_extended_resource_name(n) and n in by_name)
+
+
 def sign_resources(handle: Handle | None, pod: Pod) -> tuple[SignFragments, Status | None]:
-    """Sign for NodeResourcesFit and BalancedAllocation: the pod's requests, unless one of them is
-    an extended resource a DeviceClass stands for (DRA decides those per node, by devices)."""
-    request = pod.filter_requests
-    if request.scalar and handle is not None:
-        classes = handle.objects.get("DeviceClass")
-        if classes:
-            by_name = EXTENDED_RESOURCES.classes(classes)
-            scalar = request.scalar.items()
-            if any(q and is_dra_extended_resource_name(n) and n in by_name for n, q in scalar):
-                msg = "signature disabled when dra extended resources are used in the cluster"
-                return [], Status.unschedulable(msg)
+    """Sign for NodeResourcesFit and BalancedAllocation: the pod's requests, unless DRA decides
+    one of them."""
+    if dra_delegated(handle, pod.filter_requests):
+        msg = "signature disabled when dra extended resources are used in the cluster"
+        return [], Status.unschedulable(msg)
     return [(signers.RESOURCES, signers.resources(pod))], None
