@@ -30,6 +30,7 @@ from kopf_scheduler.simulate import documents_to_inputs
 from .test_operator_helpers import (
     ROOT,
     Replica,
+    cli,
     create,
     deploy,
     free_port,
@@ -76,20 +77,6 @@ def _node(name: str, cpu: str, **labels: str) -> dict[str, Any]:
     return node(name, cpu=cpu, labels={LABEL: "1", **labels})
 
 
-def _cli(plane: ControlPlane, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    out = subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", *args, "--kubeconfig", str(plane.kubeconfig)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
-    return out.stdout
-
-
 def _taint(plane: ControlPlane, name: str, taint: str) -> None:
     plane.kubectl("taint", "node", name, taint)
 
@@ -110,7 +97,7 @@ def test_explain_matches_the_failed_scheduling_event(
         what="FailedScheduling",
     )[-1]
 
-    doc = json.loads(_cli(control_plane, "explain", f"{namespace}/web-{sfx}", "-o", "json"))
+    doc = json.loads(cli(control_plane, "explain", f"{namespace}/web-{sfx}", "-o", "json"))
     assert doc["chosen"] is None
     assert doc["message"] == event["note"]  # the same counts, reasons and preemption verdict
     nodes = {n["name"]: n for n in doc["nodes"]}
@@ -120,7 +107,7 @@ def test_explain_matches_the_failed_scheduling_event(
     assert nodes[gpu]["rejectedBy"] == "TaintToleration"
     assert nodes[gpu]["filters"]["TaintToleration"] == "node(s) had untolerated taint(s)"
     assert nodes[gpu]["obstacles"] == ["taint dedicated=gpu:NoSchedule not tolerated"]
-    table = _cli(control_plane, "explain", f"{namespace}/web-{sfx}")
+    table = cli(control_plane, "explain", f"{namespace}/web-{sfx}")
     print(table)
     assert "needs 1.5 cpu more" in table and "taint dedicated=gpu:NoSchedule not tolerated" in table
 
@@ -331,10 +318,10 @@ def test_simulate_from_cluster_shows_a_profile_change(
     extra = tmp_path / "most-allocated.yaml"
     extra.write_text(json.dumps(profile("MostAllocated")))
     try:
-        doc = json.loads(_cli(control_plane, "simulate", "--from-cluster", str(extra), "-o", "json"))
+        doc = json.loads(cli(control_plane, "simulate", "--from-cluster", str(extra), "-o", "json"))
         [row] = [p for p in doc["pods"] if p["namespace"] == ns and p["name"] == f"p-{sfx}"]
         assert (row["now"]["node"], row["whatIf"]["node"], row["changed"]) == (empty, used, True)
-        table = _cli(control_plane, "simulate", "--from-cluster", str(extra))
+        table = cli(control_plane, "simulate", "--from-cluster", str(extra))
         print(table)
         assert f"{ns}/p-{sfx}" in table
         # Nothing was written: the pod is still pending and the profile unchanged.

@@ -10,9 +10,7 @@ scheduler while a gang binds loses nothing, and the gang ends whole (no partial 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from kopf_scheduler.testing.invariants import check
 from .test_operator_helpers import (
     ROOT,
     Replica,
+    cli,
     create,
     deploy,
     fresh_namespace,
@@ -246,12 +245,7 @@ def test_simulate_from_cluster_says_why_a_gang_member_waits(plane: ControlPlane,
     ns = fresh_namespace(plane, "gang-whatif")  # no replica serves it: its pods stay pending
     create(plane, pod_group("short", ns, 3))
     create(plane, *members("short", ns, OURS, "none", count=2))
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    out = subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "simulate", "--from-cluster", "-o", "json",
-         "--kubeconfig", str(plane.kubeconfig)],
-        capture_output=True, text=True, check=True, cwd=ROOT, env=env, timeout=120,
-    ).stdout  # fmt: skip
+    out = cli(plane, "simulate", "--from-cluster", "-o", "json")
     rows = {p["name"]: p for p in json.loads(out)["pods"] if p["namespace"] == ns}
     waiting = (
         "not attempted: GangScheduling: waiting for minCount pods from a gang to appear in scheduling queue"

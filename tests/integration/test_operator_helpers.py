@@ -131,6 +131,21 @@ class Replica:
         self.log.close()
 
 
+def cli(plane: ControlPlane, *args: str) -> str:
+    """``python -m kopf_scheduler ARGS --kubeconfig <admin>``'s stdout (read-only commands)."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    out = subprocess.run(
+        [sys.executable, "-m", "kopf_scheduler", *args, "--kubeconfig", str(plane.kubeconfig)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    return out.stdout
+
+
 def node(
     name: str, cpu: str = "8", memory: str = "32Gi", labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
