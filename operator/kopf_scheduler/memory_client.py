@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.framework.client import Conflict, NotFound
 
 __all__ = ["MemoryClusterClient", "RecordedEvent"]
@@ -85,7 +86,7 @@ class MemoryClusterClient:
         else:
             self.nominations.pop(pod.key, None)
 
-    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod | PodGroup, message: str) -> None:
         self.evicted.append(victim.key)
         self.preemptions.setdefault(preemptor.key, []).append(victim.key)
         self.events.append(RecordedEvent("Normal", "Preempted", victim.key, message))

@@ -32,13 +32,16 @@ from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, N
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from kopf_scheduler.framework.interface import (
+    AsyncPodGroupPreemptionPlugin,
     AsyncPreemptionPlugin,
     Code,
     CycleState,
     PlacementProgress,
+    PodGroupPostFilterResult,
     PodNominator,
     PostFilterResult,
     PreEnqueuePlugin,
+    ProposedAssignment,
     Status,
     is_success,
 )
@@ -47,7 +50,7 @@ from kopf_scheduler.framework.profiles import default_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices
 from kopf_scheduler.framework.snapshot import Snapshot
-from kopf_scheduler.framework.types import QueuedPodInfo
+from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
 from kopf_scheduler.metrics.recorder import (
     CODE_LABELS,
     ERROR_RESULT,
@@ -55,6 +58,7 @@ from kopf_scheduler.metrics.recorder import (
     SCHEDULED_RESULT,
     SUCCESS,
     UNSCHEDULABLE_RESULT,
+    WAITING_ON_PREEMPTION_RESULT,
     MetricsRecorder,
     NoopMetrics,
 )
@@ -227,6 +231,87 @@ class _Failure:
     error: BaseException | None = None
     nominating: str | None = None  # None: leave the nomination; "": clear; name: nominate
     post_filter: PostFilterResult | None = None
+
+
+_Outcome = tuple[ScheduleResult, Pod] | _Failure
+_Placed = tuple[QueuedPodInfo, CycleState, _Outcome]  # a member, its cycle's state, where it went
+
+
+class _PodGroupSimulation:
+    """``PodGroupSimulation`` on the scheduler's snapshot for one group's PostFilter. A row is
+    replaced by an edited copy (so the snapshot's per-row arrays follow), and :meth:`restore`
+    puts the cache's copies of the touched rows back (the reference's Start/EndMutations)."""
+
+    def __init__(
+        self, sched: Scheduler, fw: Framework, group: PodGroup, members: list[QueuedPodInfo]
+    ) -> None:
+        self._sched = sched
+        self._fw = fw
+        self._group = group
+        self._members = members
+        self._touched: set[str] = set()
+
+    def _edit(self, node_name: str, edit: Callable[[NodeInfo], object]) -> None:
+        snapshot = self._sched.snapshot
+        i = snapshot.index.get(node_name)
+        if i is None:
+            return
+        info = snapshot.node_infos[i].clone()
+        edit(info)
+        snapshot.replace(i, info)
+        self._touched.add(node_name)
+
+    def remove_pod(self, pod: Pod) -> None:
+        self._edit(pod.node_name, lambda info: info.remove_pod(pod))
+
+    def add_pod(self, pod: Pod) -> None:
+        self._edit(pod.node_name, lambda info: info.add_pod(pod))
+
+    def assume(self, assignment: ProposedAssignment) -> None:
+        assumed = dataclasses.replace(assignment.pod, node_name=assignment.node_name)
+        self.add_pod(assumed)
+        self._fw.run_reserve_plugins_reserve(assignment.state, assumed, assignment.node_name)
+
+    def forget(self, assignment: ProposedAssignment) -> None:
+        assumed = dataclasses.replace(assignment.pod, node_name=assignment.node_name)
+        self._fw.run_reserve_plugins_unreserve(assignment.state, assumed, assignment.node_name)
+        self.remove_pod(assumed)
+
+    def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
+        """The group's algorithm on the edited snapshot, members placed there only (not in the
+        cache), every placement undone before returning."""
+        sched, fw = self._sched, self._fw
+        placed: list[ProposedAssignment] = []
+
+        def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
+            pod = qpi.pod
+            try:
+                result = sched.schedule_pod(fw, state, pod, dry_run=True)
+            except NoNodesAvailable as exc:
+                return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc)
+            except FrameworkError as exc:
+                return _Failure(exc.status, exc)
+            except FitError as fit:
+                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
+            assignment = ProposedAssignment(pod, result.suggested_host, state)
+            self.assume(assignment)
+            placed.append(assignment)
+            return result, dataclasses.replace(pod, node_name=result.suggested_host)
+
+        try:
+            outcomes, status = sched._pod_group_algorithm(fw, self._group, self._members, place)
+        finally:
+            for assignment in reversed(placed):
+                self.forget(assignment)
+        assignments = [
+            ProposedAssignment(qpi.pod, "" if isinstance(out, _Failure) else out[0].suggested_host, state)
+            for qpi, state, out in outcomes
+        ]
+        return assignments, status
+
+    def restore(self) -> None:
+        self._sched.cache.restore_snapshot_nodes(self._sched.snapshot, self._touched)
+        self._touched.clear()
 
 
 class Scheduler:
@@ -450,7 +535,8 @@ class Scheduler:
     def _schedule_pod_group(self, fw: Framework, qpis: list[QueuedPodInfo]) -> None:
         """One cycle for a whole pod group: place members one by one on the same snapshot (each
         assumed and reserved so the next sees it) while PlacementFeasible says the group can still
-        make it; bind them all if it does, else undo every placement and requeue them all."""
+        make it; bind them all if it does, else undo every placement, let the group's PostFilter
+        (workload-aware preemption) try, and requeue them all."""
         start = self.clock()
         head = qpis[0].pod
         groups = fw.pod_groups
@@ -478,34 +564,66 @@ class Scheduler:
             self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
             return
 
+        def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
+            return self._scheduling_cycle(state, fw, qpi, self.clock())
+
+        outcomes, group_status = self._pod_group_algorithm(fw, group, members, place)
+        self.metrics.pod_group_algorithm(self.clock() - start)
+        if is_success(group_status):
+            self._submit_pod_group(fw, group, outcomes, start)
+            return
+        assert group_status is not None
+        self._undo_pod_group(fw, outcomes)
+        untried_msg = group_status.message
+        preemption: PodGroupPostFilterResult | None = None
+        if group_status.code == Code.UNSCHEDULABLE:
+            pf_result, pf_status = self._pod_group_post_filter(fw, group, members)
+            if pf_status.code == Code.ERROR:
+                group_status = pf_status
+            else:
+                group_status.reasons.append(pf_status.message)
+                if is_success(pf_status):
+                    preemption = pf_result or PodGroupPostFilterResult()
+        self._reject_pod_group(fw, group, members, outcomes, group_status, untried_msg, preemption, start)
+
+    def _pod_group_algorithm(
+        self,
+        fw: Framework,
+        group: PodGroup,
+        members: list[QueuedPodInfo],
+        place: Callable[[CycleState, QueuedPodInfo], _Outcome],
+    ) -> tuple[list[_Placed], Status | None]:
+        """``podGroupSchedulingAlgorithm``: members in order through ``place`` (which assumes and
+        reserves what it places), PlacementFeasible before and after each. The status is the
+        group's: success, Unschedulable with PlacementFeasible's reasons, or an error."""
+        groups = fw.pod_groups
+        assert groups is not None
         scheduled = groups.scheduled_count(group.namespace, group.name)
-        outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]] = []
+        outcomes: list[_Placed] = []
         group_status = fw.run_placement_feasible_plugins(group, PlacementProgress(scheduled, len(members)))
         if group_status is not None and group_status.code == Code.ERROR:
             msg = f"failed to evaluate placement feasibility: {group_status.message}"
-            group_status = Status(Code.ERROR, msg)
-        elif group_status is None or not group_status.is_rejected():
+            return outcomes, Status(Code.ERROR, msg)
+        if group_status is None or not group_status.is_rejected():
             remaining = len(members)
             any_scheduled = False
             for qpi in members:
                 state = CycleState()
                 state.pod_group_cycle = True
                 state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
-                outcome = self._scheduling_cycle(state, fw, qpi, self.clock())
+                outcome = place(state, qpi)
                 outcomes.append((qpi, state, outcome))
                 placed = not isinstance(outcome, _Failure)
                 if isinstance(outcome, _Failure) and not outcome.status.is_rejected():
                     msg = f"failed to schedule other pod from a pod group: {outcome.status.message}"
-                    group_status = Status(Code.ERROR, msg)
-                    break
+                    return outcomes, Status(Code.ERROR, msg)
                 remaining -= 1
                 scheduled += placed
                 progress = PlacementProgress(scheduled, remaining)
                 group_status = fw.run_placement_feasible_plugins(group, progress)
                 if group_status is not None and group_status.code == Code.ERROR:
                     msg = f"failed to evaluate placement feasibility: {group_status.message}"
-                    group_status = Status(Code.ERROR, msg)
-                    break
+                    return outcomes, Status(Code.ERROR, msg)
                 if group_status is not None and group_status.is_rejected():
                     break
                 any_scheduled = any_scheduled or placed
@@ -513,34 +631,39 @@ class Scheduler:
                 group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
             elif is_success(group_status) and not any_scheduled:
                 group_status = Status(Code.UNSCHEDULABLE)
-        untried_msg = group_status.message if group_status is not None else ""
         if group_status is not None and group_status.is_rejected():
             group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
-            if not any(isinstance(o, _Failure) and o.status.code == Code.ERROR for _, _, o in outcomes):
-                group_status.reasons.extend(self._pod_group_post_filter(fw, group))
-        self.metrics.pod_group_algorithm(self.clock() - start)
-        if is_success(group_status):
-            self._submit_pod_group(fw, group, outcomes, start)
-        else:
-            assert group_status is not None
-            self._reject_pod_group(fw, group, members, outcomes, group_status, untried_msg, start)
+        return outcomes, group_status
 
-    def _pod_group_post_filter(self, fw: Framework, group: PodGroup) -> list[str]:
-        """What the group's PostFilter adds to its message. Workload-aware preemption is not built:
-        only its verdict when no pod has a lower priority than the group's (nothing to preempt)."""
-        if not any(p.name == "DefaultPreemption" for p in fw.post_filter_plugins):
-            return []
-        for info in self.snapshot.node_infos:
-            if any(p.priority < group.priority for p in info.pods):
-                return []
-        return ["pod group preemption: No preemption victims found for incoming preemptor"]
+    def _pod_group_post_filter(
+        self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo]
+    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """The group's PostFilter on the snapshot without this cycle's placements; whatever its
+        plugins change there is put back from the cache afterwards."""
+        self.cache.update_snapshot(self.snapshot)  # the placements were just undone in the cache
+        simulation = _PodGroupSimulation(self, fw, group, members)
+        try:
+            return fw.run_pod_group_post_filter_plugins(group, [q.pod for q in members], simulation)
+        finally:
+            simulation.restore()
+
+    def _undo_pod_group(self, fw: Framework, outcomes: list[_Placed]) -> None:
+        """Unreserve and forget every placement of a failed group cycle, last first."""
+        for qpi, state, outcome in reversed(outcomes):
+            if isinstance(outcome, _Failure):
+                continue
+            result, assumed = outcome
+            fw.run_reserve_plugins_unreserve(state, assumed, result.suggested_host)
+            self._forget(assumed)
+            if qpi.pod.nominated_node_name:  # assuming dropped its nomination: give it back
+                self.nominator.add_nominated_pod(qpi.pod, qpi.pod.nominated_node_name)
+        if fw.batch is not None and outcomes:
+            # Its list was scored around placements now undone; only the last node would be
+            # re-scored. (The reference keeps it; a freed node would stay out of its hints.)
+            fw.batch.reset()
 
     def _submit_pod_group(
-        self,
-        fw: Framework,
-        group: PodGroup,
-        outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]],
-        start: float,
+        self, fw: Framework, group: PodGroup, outcomes: list[_Placed], start: float
     ) -> None:
         """The group is placed: Permit and bind its placed members, requeue the rest on their own."""
         for qpi, state, outcome in outcomes:
@@ -565,29 +688,20 @@ class Scheduler:
         fw: Framework,
         group: PodGroup,
         members: list[QueuedPodInfo],
-        outcomes: list[tuple[QueuedPodInfo, CycleState, tuple[ScheduleResult, Pod] | _Failure]],
+        outcomes: list[_Placed],
         group_status: Status,
         untried_msg: str,
+        preemption: PodGroupPostFilterResult | None,
         start: float,
     ) -> None:
-        """Undo every placement (last first), then fail every member: those placed with "pod group
-        is unschedulable, " and the group's message, those that found no node with their own, those
+        """Fail every member (its placement already undone): those placed with "pod group is
+        unschedulable, " and the group's message, those that found no node with their own, those
         not tried with the group's message as it was before the group's PostFilter (the reference
-        fills their results in before it runs)."""
-        for qpi, state, outcome in reversed(outcomes):
-            if isinstance(outcome, _Failure):
-                continue
-            result, assumed = outcome
-            fw.run_reserve_plugins_unreserve(state, assumed, result.suggested_host)
-            self._forget(assumed)
-            if qpi.pod.nominated_node_name:  # assuming dropped its nomination: give it back
-                self.nominator.add_nominated_pod(qpi.pod, qpi.pod.nominated_node_name)
-        if fw.batch is not None and outcomes:
-            # Its list was scored around placements now undone; only the last node would be
-            # re-scored. (The reference keeps it; a freed node would stay out of its hints.)
-            fw.batch.reset()
+        fills their results in before it runs). With ``preemption`` the members are nominated
+        where it placed them and the victims are evicted in the background."""
         own = {qpi.uid: outcome for qpi, _, outcome in outcomes if isinstance(outcome, _Failure)}
         placed = {qpi.uid for qpi, _, outcome in outcomes if not isinstance(outcome, _Failure)}
+        nominations = preemption.nominations if preemption is not None else {}
         error = group_status.code == Code.ERROR
         group_msg = group_status.message
         for qpi in members:
@@ -603,13 +717,52 @@ class Scheduler:
                 failure = _Failure(status, None, nominating="")
             elif failure.nominating is None:
                 failure.nominating = ""
+            if not error and qpi.uid in nominations:
+                failure.nominating = nominations[qpi.uid]
             self._handle_failure(fw, qpi, failure, start, group_member=True)
         if error:
             self._set_pod_group_condition(group, "False", SCHEDULER_ERROR, group_msg)
             self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
-        else:
-            self._set_pod_group_condition(group, "False", UNSCHEDULABLE, group_msg)
-            self.metrics.pod_group_attempt(UNSCHEDULABLE_RESULT, fw.profile_name, self.clock() - start)
+            return
+        self._set_pod_group_condition(group, "False", UNSCHEDULABLE, group_msg)
+        result = WAITING_ON_PREEMPTION_RESULT if preemption is not None else UNSCHEDULABLE_RESULT
+        self.metrics.pod_group_attempt(result, fw.profile_name, self.clock() - start)
+        if preemption is not None and preemption.victims:
+            self._start_pod_group_preemption(fw, group, members, preemption)
+
+    def _start_pod_group_preemption(
+        self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo], result: PodGroupPostFilterResult
+    ) -> None:
+        """Hold the group's members back (PreEnqueue) while its victims are evicted, as the
+        reference's asynchronous group preemption does; then let them try again."""
+        self.metrics.workload_preemption_victims(len(result.victims), result.disruptions)
+        victims = [v for v in result.victims if not v.deletion_timestamp]
+        if not victims:
+            return
+        plugins = [
+            p for p in fw.pod_group_post_filter_plugins if isinstance(p, AsyncPodGroupPreemptionPlugin)
+        ]
+        for p in plugins:
+            p.pod_group_preemption_started(group.key)
+        scheduler_name = members[0].pod.scheduler_name
+        message = f"{scheduler_name}: preempting to accommodate a higher priority podgroup"
+        plugins_name = fw.pod_group_post_filter_plugins[0].name
+
+        async def evict() -> None:
+            try:
+                outcomes = await asyncio.gather(
+                    *(self._preempt_victim(fw, v, group, message, plugins_name) for v in victims),
+                    return_exceptions=True,
+                )
+                for victim, out in zip(victims, outcomes, strict=True):
+                    if isinstance(out, BaseException) and not isinstance(out, NotFound):
+                        log.error("evicting %s for pod group %s failed: %s", victim.key, group.key, out)
+            finally:
+                for p in plugins:
+                    p.pod_group_preemption_finished(group.key)
+                self.queue.activate([m.pod for m in members])
+
+        self._spawn(evict(), f"preemption for pod group {group.key}")
 
     def _set_pod_group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         """``PodGroupInitiallyScheduled`` as ``apimeta.SetStatusCondition`` would set it; never back
@@ -641,13 +794,19 @@ class Scheduler:
 
     # -- the algorithm --
 
-    def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
-        """Pick a node or raise FitError / NoNodesAvailable / FrameworkError (``schedulePod``)."""
-        self.cache.update_snapshot(self.snapshot)
+    def schedule_pod(
+        self, fw: Framework, state: CycleState, pod: Pod, *, dry_run: bool = False
+    ) -> ScheduleResult:
+        """Pick a node or raise FitError / NoNodesAvailable / FrameworkError (``schedulePod``).
+
+        ``dry_run``: on the snapshot as it is (a what-if edited it), without batching's results.
+        """
+        if not dry_run:
+            self.cache.update_snapshot(self.snapshot)
         num_nodes = len(self.snapshot)
         if num_nodes == 0:
             raise NoNodesAvailable()
-        batch = fw.batch
+        batch = fw.batch if not dry_run else None
         signature = fw.sign_pod(pod) if batch is not None else None
         feasible, diagnosis, evaluated, hint = self._find_nodes(fw, state, pod, signature)
         if not len(feasible):
@@ -902,13 +1061,15 @@ class Scheduler:
             if retry:
                 self.queue.activate([pod])
 
-    async def _preempt_victim(self, fw: Framework, victim: Pod, preemptor: Pod, message: str) -> bool:
+    async def _preempt_victim(
+        self, fw: Framework, victim: Pod, preemptor: Pod | PodGroup, message: str, plugin: str = ""
+    ) -> bool:
         """A victim waiting on Permit is rejected instead of deleted, as the reference does;
         True when it was (preempted in memory)."""
         for other in self.profiles.frameworks.values():
             waiting = other.get_waiting_pod(victim.uid)
             if waiting is not None:
-                waiting.reject(fw.post_filter_plugins[0].name, "preempted")
+                waiting.reject(plugin or fw.post_filter_plugins[0].name, "preempted")
                 return True
         await self.client.evict(victim, preemptor, message)
         return False

@@ -38,6 +38,8 @@ class PodGroup:
     gang_min_count: int | None = None
     priority: int = 0
     preemption_policy: str = ""
+    # spec.disruptionMode.all: its placed pods are preempted together or not at all.
+    disruption_all: bool = False
     conditions: tuple[Mapping[str, Any], ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -68,6 +70,7 @@ def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup:
     if gang_raw is not None:
         gang = as_mapping(gang_raw, "spec.schedulingPolicy.gang")
         gang_min = as_int(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount")
+    disruption = as_mapping(spec.get("disruptionMode"), "spec.disruptionMode")
     conditions = tuple(
         as_mapping(c, f"status.conditions[{i}]")
         for i, c in enumerate(as_list(status.get("conditions"), "status.conditions"))
@@ -80,6 +83,7 @@ def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup:
         gang_min_count=gang_min,
         priority=as_int(spec.get("priority"), "spec.priority"),
         preemption_policy=str(spec.get("preemptionPolicy") or ""),
+        disruption_all=disruption.get("all") is not None,
         conditions=conditions,
         raw=obj,
     )

@@ -387,6 +387,15 @@ class Cache:
             self._snapshot_tree_version[snapshot] = self._tree.version
         return len(clones)
 
+    def restore_snapshot_nodes(self, snapshot: Snapshot, names: Iterable[str]) -> None:
+        for name in names:
+            i = snapshot.index.get(name)
+            info = self._nodes.get(name)
+            if i is None or info is None or info.node is None:
+                continue
+            if not snapshot.replace(i, self._clone(info)):
+                snapshot.generation = 0  # cannot happen for rows only edited; start over if it does
+
     def _clone(self, info: NodeInfo) -> NodeInfo:
         clone = info.clone()
         # Image spread is computed when the node is copied, as the reference's NodeInfo.Snapshot().

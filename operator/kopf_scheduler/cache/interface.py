@@ -7,7 +7,7 @@ scheduler placed whose binding the watch has not confirmed yet.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ class SchedulerCache(Protocol):
     # -- per cycle --
 
     def update_snapshot(self, snapshot: Snapshot) -> int: ...
+
+    def restore_snapshot_nodes(self, snapshot: Snapshot, names: Iterable[str]) -> None:
+        """Put the cache's copies of these nodes back into ``snapshot`` after a what-if edited them."""
+        ...
 
     # -- pod groups (all pods naming a PodGroup, pending or bound, and the PodGroup objects) --
 

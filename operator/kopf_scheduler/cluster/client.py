@@ -25,6 +25,7 @@ import aiohttp
 import orjson
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
@@ -383,6 +384,18 @@ def _pod_ref(pod: Pod) -> dict[str, Any]:
     return ref
 
 
+def _pod_group_ref(group: PodGroup) -> dict[str, Any]:
+    ref: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "namespace": group.namespace,
+        "name": group.name,
+    }
+    if group.uid:
+        ref["uid"] = group.uid
+    return ref
+
+
 def _condition(pod: Pod, ctype: str) -> Mapping[str, Any] | None:
     status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
     for cond in (status or {}).get("conditions") or ():
@@ -528,7 +541,7 @@ class KubeClusterClient:
         reason: str,
         action: str,
         note: str,
-        related: Pod | None = None,
+        related: Pod | Mapping[str, Any] | None = None,
     ) -> None:
         key = (pod.uid, reason, action, note)
         now = self._clock()
@@ -565,7 +578,7 @@ class KubeClusterClient:
                 "type": type_,
             }
             if related is not None:
-                body["related"] = _pod_ref(related)
+                body["related"] = _pod_ref(related) if isinstance(related, Pod) else dict(related)
             await self.api.request(
                 "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(pod.namespace)}/events", body=body
             )
@@ -588,9 +601,17 @@ class KubeClusterClient:
 
     # --- preemption ---------------------------------------------------------------------------
 
-    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
+    async def evict(self, victim: Pod, preemptor: Pod | PodGroup, message: str) -> None:
         """DisruptionTarget=True (PreemptionByScheduler), then delete, then a ``Preempted`` event."""
-        message = message or f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+        if isinstance(preemptor, PodGroup):
+            # The group's preemption has the whole cluster as its domain, named "cluster".
+            note = f"Preempted by podgroup {preemptor.uid} on node cluster"
+            related: dict[str, Any] = _pod_group_ref(preemptor)
+        else:
+            default = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+            message = message or default
+            note = f"Preempted by pod {preemptor.uid} on node {victim.node_name}"
+            related = _pod_ref(preemptor)
         old = _condition(victim, "DisruptionTarget")
         if not (old and old.get("status") == "True" and old.get("reason") == "PreemptionByScheduler"):
             cond = {
@@ -623,8 +644,8 @@ class KubeClusterClient:
             "Normal",
             "Preempted",
             "Preempting",
-            f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
-            related=preemptor,
+            note,
+            related=related,
         )
 
     # --- volumes ------------------------------------------------------------------------------

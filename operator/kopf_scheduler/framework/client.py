@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.api.podgroup import PodGroup
 
 __all__ = ["ApiError", "ClusterClient", "Conflict", "NotFound", "TransientError"]
 
@@ -81,8 +82,9 @@ class ClusterClient(Protocol):
         """Set (or with "" clear) ``status.nominatedNodeName``."""
         ...
 
-    async def evict(self, victim: Pod, preemptor: Pod, message: str) -> None:
-        """Preemption: add the DisruptionTarget condition to the victim, then delete it."""
+    async def evict(self, victim: Pod, preemptor: Pod | PodGroup, message: str) -> None:
+        """Preemption: add the DisruptionTarget condition to the victim, then delete it (the
+        preemptor is a pod, or a PodGroup under workload-aware preemption)."""
         ...
 
     async def bind_volumes(self, pod: Pod, claims: Sequence[tuple[str, str]]) -> None:

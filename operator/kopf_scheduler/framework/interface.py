@@ -41,6 +41,7 @@ __all__ = [
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "ActionType",
+    "AsyncPodGroupPreemptionPlugin",
     "AsyncPreemptionPlugin",
     "BindPlugin",
     "ClusterEvent",
@@ -57,6 +58,9 @@ __all__ = [
     "PlacementProgress",
     "Plugin",
     "PodGroupManager",
+    "PodGroupPostFilterPlugin",
+    "PodGroupPostFilterResult",
+    "PodGroupSimulation",
     "PodNominator",
     "PostBindPlugin",
     "PostFilterPlugin",
@@ -67,6 +71,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "ProposedAssignment",
     "QueueSortPlugin",
     "QueueingHint",
     "QueueingHintFn",
@@ -408,6 +413,18 @@ class AsyncPreemptionPlugin(Protocol):
 
 
 @runtime_checkable
+class AsyncPodGroupPreemptionPlugin(Protocol):
+    """A PodGroupPostFilter plugin told when the scheduler starts and ends the evictions for a
+    group (by PodGroup key), so its PreEnqueue can hold the group's members meanwhile."""
+
+    name: str
+
+    def pod_group_preemption_started(self, group_key: str) -> None: ...
+
+    def pod_group_preemption_finished(self, group_key: str) -> None: ...
+
+
+@runtime_checkable
 class PreScorePlugin(Protocol):
     name: str
 
@@ -506,6 +523,66 @@ class PlacementFeasiblePlugin(Protocol):
     name: str
 
     def placement_feasible(self, group: PodGroup, progress: PlacementProgress) -> Status | None: ...
+
+
+@dataclass(slots=True)
+class ProposedAssignment:
+    """One member's place in a what-if placement of its group (``fwk.ProposedAssignment``):
+    ``node_name`` is "" for a member that found none; ``state`` is its cycle's state."""
+
+    pod: Pod
+    node_name: str
+    state: CycleState
+
+
+@dataclass(slots=True)
+class PodGroupPostFilterResult:
+    """Workload-aware preemption's decision: the node each member is nominated to (by pod uid)
+    and the pods to evict, most important first."""
+
+    nominations: dict[str, str] = field(default_factory=dict)
+    victims: list[Pod] = field(default_factory=list)
+    disruptions: int = 0  # units that are (or belong to) pod groups
+    pdb_violations: int = 0
+
+
+class PodGroupSimulation(Protocol):
+    """What a PodGroupPostFilter plugin may do to the cycle's snapshot (the reference's mutable
+    snapshot lister and ``PodGroupSchedulingFunc``). Its changes last until the plugin returns;
+    then the scheduler puts the snapshot back as its cache has it."""
+
+    def remove_pod(self, pod: Pod) -> None:
+        """Take a placed pod off its node in the snapshot."""
+        ...
+
+    def add_pod(self, pod: Pod) -> None:
+        """Put a pod back on ``pod.node_name`` in the snapshot."""
+        ...
+
+    def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
+        """The whole-group placement on the snapshot as it is now, every member in order (its own
+        placements undone before it returns); the status is the group's."""
+        ...
+
+    def assume(self, assignment: ProposedAssignment) -> None:
+        """Place a member on its proposed node in the snapshot and run Reserve for it."""
+        ...
+
+    def forget(self, assignment: ProposedAssignment) -> None:
+        """Undo :meth:`assume`."""
+        ...
+
+
+@runtime_checkable
+class PodGroupPostFilterPlugin(Protocol):
+    """Runs when a pod group's cycle found no placement (DefaultPreemption's workload-aware
+    preemption). ``members`` are the group's unscheduled pods in this cycle."""
+
+    name: str
+
+    def pod_group_post_filter(
+        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[PodGroupPostFilterResult | None, Status | None]: ...
 
 
 # (key, value) pairs a plugin contributes to a pod's scheduling signature.

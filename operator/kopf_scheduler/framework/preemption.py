@@ -40,6 +40,7 @@ __all__ = [
     "pick_one_node_for_preemption",
     "pod_start_time",
     "success_message",
+    "terminating_by_preemption",
 ]
 
 PREEMPTION_NOT_HELPFUL_MSG = "Preemption is not helpful for scheduling"
@@ -341,6 +342,18 @@ class Evaluator:
         if len(candidates) == 1:
             return candidates[0]
         return pick_one_node_for_preemption(candidates, self.policy.ordered_score_funcs(candidates))
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    """Deleting, with the DisruptionTarget condition the scheduler sets when it preempts."""
+    if not pod.deletion_timestamp:
+        return False
+    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for cond in conditions or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
+            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
+    return False
 
 
 def lower_priority_nominated_pods(pods: Iterable[Pod], preemptor: Pod) -> list[Pod]:

@@ -34,6 +34,9 @@ from kopf_scheduler.framework.interface import (
     PlacementFeasiblePlugin,
     PlacementProgress,
     PodGroupManager,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSimulation,
     PostFilterResult,
     PreBindPreFlightPlugin,
     PreFilterResult,
@@ -48,6 +51,7 @@ from kopf_scheduler.metrics.recorder import (
     CODE_LABELS,
     FILTER,
     PERMIT,
+    POD_GROUP_POST_FILTER,
     POST_BIND,
     POST_FILTER,
     PRE_BIND,
@@ -369,6 +373,7 @@ class Framework:
         # Not extension points of the profile API: enabled plugins that implement them take part.
         enabled = [self.plugins[n] for n in resolved.names]
         self.placement_feasible_plugins = [p for p in enabled if isinstance(p, PlacementFeasiblePlugin)]
+        self.pod_group_post_filter_plugins = [p for p in enabled if isinstance(p, PodGroupPostFilterPlugin)]
         # OpportunisticBatching: every plugin that filters or scores must be able to sign pods.
         filtering = (*self.pre_filter_plugins, *self.filter_plugins)
         cycle_plugins = {p.name: p for p in (*filtering, *self.pre_score_plugins, *self.score_plugins)}
@@ -450,6 +455,36 @@ class Framework:
                 continue
             return status
         return result
+
+    def run_pod_group_post_filter_plugins(
+        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """The first plugin to succeed or to find the group unresolvable decides; otherwise their
+        reasons together (``RunPodGroupPostFilterPlugins``)."""
+        start = _perf()
+        status = Status(Code.UNSCHEDULABLE)
+        try:
+            reasons: list[str] = []
+            rejector = ""
+            for p in self.pod_group_post_filter_plugins:
+                result, s = p.pod_group_post_filter(group, members, simulation)
+                if is_success(s):
+                    status = s if s is not None else Status(Code.SUCCESS)
+                    return result, status
+                assert s is not None
+                if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    status = s.with_plugin(p.name)
+                    return result, status
+                if s.code != Code.UNSCHEDULABLE:
+                    msg = f"error in {go_quote(p.name)} PodGroupPostFilter plugins: {s.message}"
+                    status = Status(Code.ERROR, msg, plugin=p.name, error=s.error)
+                    return None, status
+                reasons.extend(s.reasons)
+                rejector = rejector or p.name
+            status = Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
+            return None, status
+        finally:
+            self._observe(POD_GROUP_POST_FILTER, status, start)
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]:
         if self._nominator is None:

@@ -288,6 +288,31 @@ class PrometheusMetrics:
         reg.register(self.plugin_evaluation)
 
         # ALPHA: pod groups (GenericWorkload) and OpportunisticBatching.
+        self.workload_preemption_attempts = Counter(
+            "scheduler_workload_preemption_attempts_total",
+            _alpha(
+                "Total preemption attempts initiated by workload (including pod groups) in the cluster "
+                "till now."
+            ),
+            ["result"],
+            registry=reg,
+        )
+        self.workload_preemption_victims_hist = self._histogram(
+            "scheduler_workload_preemption_victims",
+            _alpha("Number of pod preemption victims caused by workload preemption."),
+            [],
+            exponential_buckets(1, 2, 11),
+        )
+        self.workload_disruptions_hist = self._histogram(
+            "scheduler_preemption_workload_disruptions",
+            _alpha(
+                "Number of workload preemption units being preempted. A single preemption unit can be all "
+                "pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
+                "DisruptionMode=single)."
+            ),
+            ["preemptor"],
+            exponential_buckets(1, 2, 11),
+        )
         self.pod_group_attempts = Counter(
             "scheduler_podgroup_schedule_attempts_total",
             _alpha(
@@ -421,6 +446,14 @@ class PrometheusMetrics:
 
     def preemption_victims(self, victims: int) -> None:
         self.preemption_victims_hist.observe((), victims)
+
+    def workload_preemption_attempt(self, code: str) -> None:
+        self.workload_preemption_attempts.labels(code).inc()
+
+    def workload_preemption_victims(self, victims: int, disruptions: int) -> None:
+        self.workload_preemption_victims_hist.observe((), victims)
+        if disruptions > 0:
+            self.workload_disruptions_hist.observe(("podgroup",), disruptions)
 
     def queue_incoming(self, queue: str, event: str) -> None:
         key = (queue, event)

@@ -50,6 +50,7 @@ FILTER = "Filter"
 PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
 PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
 POST_FILTER = "PostFilter"
+POD_GROUP_POST_FILTER = "PodGroupPostFilter"
 PRE_SCORE = "PreScore"
 SCORE = "Score"
 SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
@@ -64,6 +65,7 @@ POST_BIND = "PostBind"
 SCHEDULED_RESULT = "scheduled"
 UNSCHEDULABLE_RESULT = "unschedulable"
 ERROR_RESULT = "error"
+WAITING_ON_PREEMPTION_RESULT = "waiting_on_preemption"  # podgroup_schedule_attempts_total only
 
 # Status codes as the reference prints them (``Code.String()``), indexed by ``Code``.
 CODE_LABELS = ("Success", "Error", "Unschedulable", "UnschedulableAndUnresolvable", "Wait", "Skip", "Pending")
@@ -143,6 +145,13 @@ class MetricsRecorder(Protocol):
     def preemption_victims(self, victims: int) -> None:
         """preemption_victims: the chosen candidate's victims."""
 
+    def workload_preemption_attempt(self, code: str) -> None:
+        """workload_preemption_attempts_total{result}: every PodGroupPostFilter of DefaultPreemption."""
+
+    def workload_preemption_victims(self, victims: int, disruptions: int) -> None:
+        """workload_preemption_victims, and preemption_workload_disruptions{preemptor="podgroup"}
+        when a group is disrupted."""
+
     # -- queue (scheduling_queue.go) --
 
     def queue_incoming(self, queue: str, event: str) -> None:
@@ -211,6 +220,12 @@ class NoopMetrics:
         pass
 
     def preemption_victims(self, victims: int) -> None:
+        pass
+
+    def workload_preemption_attempt(self, code: str) -> None:
+        pass
+
+    def workload_preemption_victims(self, victims: int, disruptions: int) -> None:
         pass
 
     def queue_incoming(self, queue: str, event: str) -> None:

@@ -26,19 +26,25 @@ from kopf_scheduler.framework.interface import (
     CycleState,
     EventResource,
     Plugin,
+    PodGroupPostFilterResult,
+    PodGroupSimulation,
     PostFilterResult,
     QueueingHint,
     Status,
 )
+from kopf_scheduler.framework.podgroup_preemption import PodGroupEvaluator
 from kopf_scheduler.framework.preemption import (
     Candidate,
     Evaluator,
     PodDisruptionBudget,
     pod_start_time,
+    terminating_by_preemption,
 )
+from kopf_scheduler.metrics.recorder import CODE_LABELS
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.api.podgroup import PodGroup
     from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
 
@@ -50,6 +56,7 @@ NO_VICTIMS_MSG = "No preemption victims found for incoming pod"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
+WAITING_FOR_GROUP_PREEMPTION = "waiting for the preemption for this pod group to be finished"
 
 # (node info, victim, preemptor) -> may the victim be preempted, on top of the priority rule
 IsEligiblePodFunc = Callable[["NodeInfo", "Pod", "Pod"], bool]
@@ -152,18 +159,6 @@ def filter_pods_with_pdb_violation(
     return violating, non_violating
 
 
-def _terminating_by_preemption(pod: Pod) -> bool:
-    """Deleting, with the DisruptionTarget condition the scheduler sets when it preempts."""
-    if not pod.deletion_timestamp:
-        return False
-    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    for cond in conditions or ():
-        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
-            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
-    return False
-
-
 class _PreemptionError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message)
@@ -185,9 +180,11 @@ class DefaultPreemption(Plugin):
         self.more_important_pod: MoreImportantPodFunc | None = None
         self.rng = random.Random()
         self._preempting: set[str] = set()
+        self._preempting_groups: set[str] = set()  # PodGroup keys
         # The index of the PDB list the evaluator passes to every node of one dry run.
         self._pdb_index: PdbIndex | None = None
         self.evaluator = Evaluator(NAME, handle, self)
+        self.pod_group_evaluator = PodGroupEvaluator(handle) if handle is not None else None
 
     # -- extension points --
 
@@ -200,7 +197,21 @@ class DefaultPreemption(Plugin):
             return result, prefixed.with_plugin(NAME)
         return result, status
 
+    def pod_group_post_filter(
+        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
+        """Workload-aware preemption (``PodGroupPostFilter``): the whole cluster is the domain."""
+        if self.pod_group_evaluator is None:
+            raise RuntimeError("DefaultPreemption needs a framework handle")
+        result, status = self.pod_group_evaluator.preempt(group, members, simulation)
+        self._handle().metrics.workload_preemption_attempt(CODE_LABELS[status.code])
+        if status.message:
+            status = Status(status.code, "pod group preemption: " + status.message, error=status.error)
+        return result, status
+
     def pre_enqueue(self, pod: Pod) -> Status | None:
+        if pod.pod_group and pod.pod_group_key in self._preempting_groups:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_GROUP_PREEMPTION)
         if pod.uid in self._preempting:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_PREEMPTION)
         return None
@@ -221,6 +232,12 @@ class DefaultPreemption(Plugin):
 
     def is_pod_running_preemption(self, pod_uid: str) -> bool:
         return pod_uid in self._preempting
+
+    def pod_group_preemption_started(self, group_key: str) -> None:
+        self._preempting_groups.add(group_key)
+
+    def pod_group_preemption_finished(self, group_key: str) -> None:
+        self._preempting_groups.discard(group_key)
 
     # -- PreemptionPolicy --
 
@@ -249,7 +266,7 @@ class DefaultPreemption(Plugin):
             info = self._handle().snapshot.get(nominated)
             if info is not None:
                 for p in info.pods:
-                    if self._is_preemption_allowed(info, p, pod) and _terminating_by_preemption(p):
+                    if self._is_preemption_allowed(info, p, pod) and terminating_by_preemption(p):
                         # Our earlier victims are still leaving: wait for them.
                         return False, NOT_ELIGIBLE_TERMINATING
         return True, ""
