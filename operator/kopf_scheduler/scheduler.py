@@ -734,7 +734,7 @@ class Scheduler:
         self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo], result: PodGroupPostFilterResult
     ) -> None:
         """Hold the group's members back (PreEnqueue) while its victims are evicted, as the
-        reference's asynchronous group preemption does; then let them try again."""
+        reference's asynchronous group preemption does."""
         self.metrics.workload_preemption_victims(len(result.victims), result.disruptions)
         victims = [v for v in result.victims if not v.deletion_timestamp]
         if not victims:
@@ -760,7 +760,15 @@ class Scheduler:
             finally:
                 for p in plugins:
                     p.pod_group_preemption_finished(group.key)
-                self.queue.activate([m.pod for m in members])
+                # Members popped meanwhile were held by PreEnqueue: nothing else would move them.
+                # The others wait out their backoff, as the reference's group does.
+                held = [
+                    m.pod
+                    for m in members
+                    if (q := self.queue.get(m.uid)) is not None and plugins_name in q.unschedulable_plugins
+                ]
+                if held:
+                    self.queue.activate(held)
 
         self._spawn(evict(), f"preemption for pod group {group.key}")
 

@@ -251,3 +251,140 @@ def test_simulate_from_cluster_says_why_a_gang_member_waits(plane: ControlPlane,
         "not attempted: GangScheduling: waiting for minCount pods from a gang to appear in scheduling queue"
     )
     assert {rows[f"short-{i}"]["now"]["message"] for i in (1, 2)} == {waiting}, rows
+
+
+def test_a_gang_preempts_what_it_needs_cluster_wide_as_the_reference(
+    plane: ControlPlane,
+    namespace: str,
+    sa_kubeconfig: Path,
+    reference: subprocess.Popen[bytes],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Workload-aware preemption, ours and the reference side by side on twin pools: four 1-cpu
+    nodes each run a low-priority 600m unit (three pods and one member of a ``disruptionMode: all``
+    PodGroup whose other member is on a 500m node the gang cannot use), a fifth node runs a 500m
+    pod of the gang's own priority. A gang of four 800m members preempts the three pods and the
+    whole low group (five victims, the one on the unused node too), is nominated to the four
+    nodes, and binds there once the victims are gone (the test plays the kubelet)."""
+    tag = namespace.rsplit("-", 1)[-1]
+    low, high = f"gang-low-{tag}", f"gang-high-{tag}"
+    create(
+        plane,
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": low},
+            "value": 100,
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": high},
+            "value": 1000,
+        },
+    )
+
+    def placed(name: str, node_name: str, cpu: str, cls: str, group: str = "") -> dict[str, Any]:
+        p = pod(name, namespace, "other", cpu=cpu, node_name=node_name)
+        p["spec"]["priorityClassName"] = cls
+        if group:
+            p["spec"]["schedulingGroup"] = {"podGroupName": group}
+        return p
+
+    pools = {OURS: "ours-pre", REFERENCE: "ref-pre"}
+    with leading_replica(
+        sa_kubeconfig, "gang", [namespace], "gang-p", tmp_path_factory.mktemp("gang-p")
+    ) as r:
+        for pool in pools.values():
+            nodes = [node(f"{pool}-n{i}", cpu="1", labels={"pool": pool}) for i in range(1, 6)]
+            nodes.append(node(f"{pool}-n6", cpu="500m", labels={"pool": pool}))
+            create(plane, *nodes)
+            lg = pod_group(f"{pool}-lg", namespace, 1)
+            lg["spec"] = {
+                "schedulingPolicy": {"basic": {}},
+                "disruptionMode": {"all": {}},
+                "priorityClassName": low,
+            }
+            create(plane, lg)
+            create(
+                plane,
+                *(placed(f"{pool}-low-{i}", f"{pool}-n{i}", "600m", low) for i in range(1, 4)),
+                placed(f"{pool}-lg-1", f"{pool}-n4", "600m", low, f"{pool}-lg"),
+                placed(f"{pool}-lg-2", f"{pool}-n6", "200m", low, f"{pool}-lg"),
+                placed(f"{pool}-peer", f"{pool}-n5", "500m", high),
+            )
+        for scheduler, pool in pools.items():
+            gang = members(f"{pool}-hi", namespace, scheduler, pool, count=4)
+            for m in gang:
+                m["spec"]["priorityClassName"] = high
+            create(plane, *gang)
+        for pool in pools.values():
+            g = pod_group(f"{pool}-hi", namespace, 4)
+            g["spec"]["priorityClassName"] = high
+            create(plane, g)
+
+        def victims(pool: str) -> list[str] | None:
+            pods = get_json(plane, "pods", "-n", namespace)["items"]
+            out = sorted(
+                p["metadata"]["name"].removeprefix(pool + "-")
+                for p in pods
+                if p["metadata"]["name"].startswith(pool) and p["metadata"].get("deletionTimestamp")
+            )
+            return out if len(out) == 5 else None
+
+        def group_message(group: str, needle: str) -> str | None:
+            cond = initially_scheduled(plane, namespace, group, "False")
+            return str(cond["message"]) if needle in cond["message"] else None
+
+        # The group's condition first says what it preempts, then, retried while the victims are
+        # still terminating, that it waits for them: the same words from both, each time.
+        for needle in ("preempting 5 victims", "ongoing preemption on nominated nodes"):
+            said = {
+                pool: wait_for(lambda pool=pool, n=needle: group_message(f"{pool}-hi", n), 60, 0.1, needle)
+                for pool in pools.values()
+            }
+            assert said["ours-pre"] == said["ref-pre"], said
+        expected = ["lg-1", "lg-2", "low-1", "low-2", "low-3"]
+        for pool in pools.values():
+            assert wait_for(lambda pool=pool: victims(pool), 60, what=f"{pool} victims") == expected, r.logs()
+        ours = failed_messages(plane, namespace, "ours-pre-hi", 4)
+        ref = failed_messages(plane, namespace, "ref-pre-hi", 4)
+        assert sorted(ours.values()) == sorted(ref.values()), (ours, ref)
+
+        def nominated(pool: str) -> dict[str, str] | None:
+            pods = get_json(plane, "pods", "-n", namespace)["items"]
+            out = {
+                p["metadata"]["name"]: (p.get("status") or {}).get("nominatedNodeName", "")
+                for p in pods
+                if p["metadata"]["name"].startswith(f"{pool}-hi-")
+            }
+            return out if all(out.values()) and len(out) == 4 else None
+
+        noms = {
+            pool: wait_for(lambda pool=pool: nominated(pool), 60, what=f"{pool} nominated")
+            for pool in pools.values()
+        }
+        for pool, n in noms.items():
+            assert sorted(v.removeprefix(pool + "-") for v in n.values()) == ["n1", "n2", "n3", "n4"], n
+        # The kubelet finishes the deletions; both gangs then bind whole where they were nominated.
+        for pool in pools.values():
+            gone = [f"{pool}-{v}" for v in expected]
+            plane.kubectl(
+                "delete", "pod", *gone, "-n", namespace, "--grace-period=0", "--force", "--wait=false"
+            )
+        for pool in pools.values():
+            group = f"{pool}-hi"
+            wait_for(
+                lambda group=group: bound_count(plane, namespace, group) == 4 or None,
+                90,
+                what=f"{group} bound",
+            )
+            pods = get_json(plane, "pods", "-n", namespace)["items"]
+            bound = {
+                p["metadata"]["name"]: p["spec"].get("nodeName")
+                for p in pods
+                if p["metadata"]["name"].startswith(group + "-")
+            }
+            assert bound == noms[pool], (bound, noms[pool])
+        report = check(fetch_state(str(plane.kubeconfig)), [OURS], namespaces=[namespace])
+        assert report.ok, report.summary()

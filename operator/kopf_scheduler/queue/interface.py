@@ -58,6 +58,10 @@ class SchedulingQueue(Protocol):
 
     def is_known(self, uid: str) -> bool: ...
 
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        """The queued pod (active, backoff or unschedulable), or None."""
+        ...
+
     # -- cluster events --
 
     def move_all_to_active_or_backoff(
