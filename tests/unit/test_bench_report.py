@@ -60,3 +60,21 @@ def test_repeat_table_lists_each_run_and_the_medians() -> None:
     assert cells["median all-CPU/pod ours/ref"] == "0.83"  # 10 ms against 12 ms per pod
     # And the per-run tables tell the repeats apart.
     assert "W #2" in report.ratio_table(results) and "W #3" in report.results_table(results)
+
+
+def test_batching_table_compares_with_unbatched_and_the_baseline_commit() -> None:
+    runs = [
+        ("ours", 0.8),
+        ("ours", 0.9),
+        ("ours-unbatched", 1.0),
+        ("ours-baseline", 1.2),
+        ("ours-baseline", 1.4),
+    ]
+    results = [_result(name, 100.0, scheduler_measured=ms) for name, ms in runs]  # 1000 pods: s == ms/pod
+    cells = _cells(report.batching_table(results))
+    assert cells["sched CPU ms/pod batched"] == "0.80 0.90"
+    assert cells["baseline"] == "1.20 1.40"
+    assert cells["median batched/unbatched"] == "0.85"
+    assert cells["median batched/baseline"] == "0.65"  # 0.85 / 1.3
+    only_base = [r for r in results if r["scheduler"] != "ours-unbatched"]
+    assert _cells(report.batching_table(only_base))["median batched/unbatched"] == "-"

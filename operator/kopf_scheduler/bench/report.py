@@ -18,7 +18,7 @@ __all__ = [
 ]
 
 # Display order and labels: ours, the reference, the no-logic ceiling.
-SCHEDULERS = ("ours", "ours-unbatched", "reference", "raw-bind")
+SCHEDULERS = ("ours", "ours-unbatched", "ours-baseline", "reference", "raw-bind")
 
 Result = Mapping[str, Any]
 
@@ -111,26 +111,29 @@ def _sched_ms_per_pod(r: Result) -> float | None:
 
 
 def batching_table(results: Sequence[Result]) -> str:
-    """Where ours ran with and without OpportunisticBatching: scheduler CPU per pod, each run, and
-    the median of batched/unbatched (below 1: batching saves CPU)."""
-    header = ["workload", "runs", "sched CPU ms/pod batched", "unbatched", "median batched/unbatched"]
+    """Where ours ran with and without OpportunisticBatching (and, if it ran, as it was at the
+    baseline commit): scheduler CPU per pod, each run, and the medians' ratios (below 1: less CPU)."""
+    header = ["workload", "runs", "sched CPU ms/pod batched", "unbatched", "baseline"]
+    header += ["median batched/unbatched", "median batched/baseline"]
+    keys = ("ours", "ours-unbatched", "ours-baseline")
     by: dict[str, dict[str, list[float]]] = {}
     for r in results:
-        if r.get("scheduler") in ("ours", "ours-unbatched") and (v := _sched_ms_per_pod(r)) is not None:
+        if r.get("scheduler") in keys and (v := _sched_ms_per_pod(r)) is not None:
             by.setdefault(str(r["workload"]), {}).setdefault(str(r["scheduler"]), []).append(v)
     rows = []
     for workload, runs in by.items():
-        on, off = runs.get("ours", []), runs.get("ours-unbatched", [])
-        if not on or not off:
+        on, off, base = (runs.get(k, []) for k in keys)
+        if not on or not (off or base):
             continue
-        ratio = _quotient(_median(on), _median(off))
         rows.append(
             [
                 workload,
-                str(max(len(on), len(off))),
+                str(max(len(on), len(off), len(base))),
                 " ".join(_fmt(v, 2) for v in on),
-                " ".join(_fmt(v, 2) for v in off),
-                _fmt(ratio, 2),
+                " ".join(_fmt(v, 2) for v in off) or "-",
+                " ".join(_fmt(v, 2) for v in base) or "-",
+                _fmt(_quotient(_median(on), _median(off)), 2) if off else "-",
+                _fmt(_quotient(_median(on), _median(base)), 2) if base else "-",
             ]
         )
     return _markdown(header, rows) if rows else ""
@@ -273,6 +276,7 @@ def chart(results: Sequence[Result], path: Path) -> Path | None:
     styles = {
         "ours": ("tab:blue", "-"),
         "ours-unbatched": ("tab:cyan", "--"),
+        "ours-baseline": ("tab:purple", "-."),
         "reference": ("tab:orange", "-"),
         "raw-bind": ("tab:gray", ":"),
     }

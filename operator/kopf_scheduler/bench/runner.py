@@ -70,6 +70,8 @@ SCHEDULERS: dict[str, SchedulerSpec] = {
     "ours": SchedulerSpec("ours", "kopf-scheduler"),
     # Ours with OpportunisticBatching off: the before of batching's CPU saving, in the same run.
     "ours-unbatched": SchedulerSpec("ours-unbatched", "kopf-scheduler"),
+    # Ours as it was at --baseline-rev (a git worktree of that commit): a before of any change.
+    "ours-baseline": SchedulerSpec("ours-baseline", "kopf-scheduler"),
     "reference": SchedulerSpec("reference", "default-scheduler"),
     "raw-bind": SchedulerSpec("raw-bind", "raw-bind", posts_events=False),
 }
@@ -115,7 +117,9 @@ def _command(
     workload: Workload | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    if spec.key in ("ours", "ours-unbatched"):
+    if spec.key in ("ours", "ours-unbatched", "ours-baseline"):
+        if spec.key == "ours-baseline":
+            env["PYTHONPATH"] = str(args.baseline_src)  # before the installed (current) package
         cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(plane.kubeconfig)]
         cmd += ["--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
         if spec.key == "ours-unbatched":
@@ -517,6 +521,22 @@ def _machine() -> dict[str, Any]:
     }
 
 
+def baseline_source(rev: str | None, out: Path) -> Path:
+    """The ``operator/`` directory of a worktree of ``rev`` (made once under ``out``)."""
+    if not rev:
+        raise SystemExit("ours-baseline needs --baseline-rev (a commit of this repository)")
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    tree = (out / f"baseline-{sha[:12]}").resolve()
+    if not (tree / "operator" / "kopf_scheduler").is_dir():
+        add = ["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(tree), sha]
+        subprocess.run(add, check=True)
+    compileall.compile_dir(tree / "operator" / "kopf_scheduler", quiet=1)
+    return tree / "operator"
+
+
 def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every chosen workload x scheduler; writes the JSON files, the chart; returns the results."""
     # Byte-compile our package as `pip install .` (the image) does: an editable install under
@@ -530,6 +550,8 @@ def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise SystemExit(f"unknown workloads {unknown}; choose from {list(available)}")
     binary = args.kcp or build()
     args.out.mkdir(parents=True, exist_ok=True)
+    if "ours-baseline" in args.schedulers:
+        args.baseline_src = baseline_source(args.baseline_rev, args.out)
     results: list[dict[str, Any]] = []
     for name in chosen:
         workload = available[name]
@@ -612,6 +634,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--py-spy", default="py-spy", help=argparse.SUPPRESS)
     parser.add_argument(
         "--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse the cached one)"
+    )
+    parser.add_argument(
+        "--baseline-rev", default=None, help="the commit ours-baseline runs (a git worktree under --out)"
     )
     parser.add_argument(
         "--backlog",
