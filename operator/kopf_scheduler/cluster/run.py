@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -100,6 +101,24 @@ def _without_optional_clients() -> Iterator[None]:
                 del sys.modules[name]
 
 
+# The cyclic GC's first generation is collected every GEN0_THRESHOLD net allocations (700 by default).
+GEN0_THRESHOLD = 10_000
+
+
+def tune_gc() -> None:
+    """Collect the young generation every 10,000 allocations instead of 700.
+
+    Why: a scheduling cycle allocates a few hundred short-lived objects, nearly all freed by reference
+    counting before a collection could see them; at 700 the collector ran every few pods and promoted
+    what was alive at that instant, so the full collections that followed walked every pod object
+    again. Measured in-process (1,000 nodes, 2,800 pods, batched): 250 us a pod with the default,
+    199 us at 10,000 (the GC's share fell from ~50 us to ~2 us). Cyclic garbage (rare here: the
+    objects are plain trees) waits longer, which costs only memory, bounded by the same count.
+    """
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+
+
 def run_loop(main: Coroutine[Any, Any, T]) -> T:
     """Run on uvloop when installed (a dependency; Kopf's own CLI does the same), else asyncio's loop.
 
@@ -145,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         opportunistic_batching=args.opportunistic_batching,
     )
     operator.configure(options, credentials)
+    tune_gc()
     kopf.configure(verbose=args.verbose, debug=args.debug)
     if not (args.verbose or args.debug):
         logging.getLogger("kopf").setLevel(logging.WARNING)

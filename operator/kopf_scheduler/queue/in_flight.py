@@ -51,6 +51,8 @@ class InFlight:
 
     def start(self, pod: Pod) -> None:
         """``pod`` was popped: it sees events recorded from now on."""
+        # Re-inserted at the end: starts stay in non-decreasing order, so the oldest is the first.
+        self._start.pop(pod.uid, None)
         self._start[pod.uid] = self._event_seq
         self._latest[pod.uid] = pod
         self._deleted.discard(pod.uid)
@@ -91,7 +93,7 @@ class InFlight:
         if not self._start:
             self._events.clear()
             return
-        oldest = min(self._start.values())
+        oldest = next(iter(self._start.values()))  # O(1): see start()
         events = self._events
         while events and events[0].seq < oldest:
             events.popleft()
