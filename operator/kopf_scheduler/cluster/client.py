@@ -16,10 +16,11 @@ import json
 import logging
 import socket
 import time
+import urllib.request
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -27,6 +28,7 @@ import orjson
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.http11 import Http11Pool, ProtocolError
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
 
@@ -155,6 +157,7 @@ class ApiClient:
         max_in_flight: int = 64,
         request_timeout: float = 30.0,
         user_agent: str = "kopf-scheduler",
+        lean_requests: bool = True,
     ) -> None:
         self.credentials = credentials
         self.server = credentials.server
@@ -165,6 +168,12 @@ class ApiClient:
         self._tls: tuple[Any, ...] = ()
         self._retired: list[aiohttp.ClientSession] = []
         self._closing: set[asyncio.Task[None]] = set()
+        # Small requests (binds, events, patches) go through a lean HTTP/1.1 pool (cluster.http11
+        # says why); listings and watches through aiohttp.
+        self.lean_requests = lean_requests
+        self._lean: Http11Pool | None = None
+        self._lean_tls: tuple[Any, ...] = ()
+        self._header_cache: tuple[Mapping[str, str], bytes] | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -208,6 +217,9 @@ class ApiClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._lean is not None:
+            self._lean.close()
+            self._lean = None
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -229,16 +241,89 @@ class ApiClient:
         # (a bind, an event, two watch events), several times cheaper than the json module.
         data = orjson.dumps(body) if body is not None else None
         async with self._limit:
-            raw = await self._send(
-                method,
-                path,
-                data=data,
-                params=params,
-                content_type=content_type,
-                timeout=aiohttp.ClientTimeout(total=self.request_timeout),
-                what=f"{method} {path}",
-            )
+            pool = self._pool()
+            if pool is not None:
+                raw = await self._send_lean(pool, method, path, data, params, content_type)
+            else:
+                raw = await self._send(
+                    method,
+                    path,
+                    data=data,
+                    params=params,
+                    content_type=content_type,
+                    timeout=aiohttp.ClientTimeout(total=self.request_timeout),
+                    what=f"{method} {path}",
+                )
         return orjson.loads(raw) if raw else None
+
+    def _pool(self) -> Http11Pool | None:
+        """The lean keep-alive pool for small requests; None where aiohttp must go (a proxy)."""
+        if not self.lean_requests:
+            return None
+        creds = self.credentials
+        info = creds.info
+        if info.proxy_url or (info.trust_env and _environment_proxies()):
+            return None
+        tls = creds.tls_material
+        pool = self._lean
+        if pool is not None and self._lean_tls == tls:
+            return pool
+        if pool is not None:  # new TLS material: requests in flight on the old pool finish first
+            asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, pool.close)
+        scheme = urlsplit(self.server).scheme
+        context = info.as_ssl_context() if scheme == "https" else None
+        self._lean = Http11Pool(
+            self.server,
+            context,
+            server_hostname=creds.tls_server_name,
+            keepalive=KEEPALIVE_SECONDS,
+            user_agent=self._user_agent,
+        )
+        self._lean_tls = tls
+        return self._lean
+
+    async def _send_lean(
+        self,
+        pool: Http11Pool,
+        method: str,
+        path: str,
+        data: bytes | None,
+        params: Mapping[str, str] | None,
+        content_type: str,
+    ) -> bytes:
+        """``_send`` on the lean pool: the same error mapping and 401 retry."""
+        what = f"{method} {path}"
+        target = f"{path}?{urlencode(params)}" if params else path
+        creds = self.credentials
+        for attempt in (0, 1):
+            headers = await creds.headers()
+            used = creds.loaded
+            lines = self._header_lines(headers)
+            if data is not None:
+                lines += b"Content-Type: " + content_type.encode() + b"\r\n"
+            try:
+                status, raw = await pool.request(method, target, lines, data, self.request_timeout)
+            except (OSError, ProtocolError, ValueError) as exc:
+                if isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED:
+                    url = self.server + path
+                    refused = f"dial tcp {pool.host}:{pool.port}: connect: connection refused"
+                    raise TransientError(f'{method.capitalize()} "{url}": {refused}') from exc
+                raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            if status == 401 and attempt == 0 and await creds.rejected(used):
+                continue
+            if status >= 400:
+                raise _error(status, raw.decode("utf-8", "replace"), what)
+            return raw
+        raise AssertionError("unreachable")
+
+    def _header_lines(self, headers: Mapping[str, str]) -> bytes:
+        """The credential's header lines, encoded once per credential load."""
+        cached = self._header_cache
+        if cached is not None and cached[0] is headers:
+            return cached[1]
+        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode()
+        self._header_cache = (headers, lines)
+        return lines
 
     async def _send(
         self,
@@ -363,6 +448,12 @@ class ApiClient:
                         yield event
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiError(f"WATCH {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _environment_proxies() -> bool:
+    """Whether HTTP(S)_PROXY-style variables are set (aiohttp with trust_env would use them)."""
+    proxies = urllib.request.getproxies()
+    return any(k in proxies for k in ("http", "https", "all"))
 
 
 def _pod_path(namespace: str, name: str, sub: str = "") -> str:
