@@ -18,7 +18,7 @@ import socket
 import time
 import urllib.request
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -294,21 +294,32 @@ class ApiClient:
         """``_send`` on the lean pool: the same error mapping and 401 retry."""
         what = f"{method} {path}"
         target = f"{path}?{urlencode(params)}" if params else path
-        creds = self.credentials
-        for attempt in (0, 1):
-            headers = await creds.headers()
-            used = creds.loaded
+
+        async def exchange(headers: Mapping[str, str]) -> tuple[int, bytes]:
             lines = self._header_lines(headers)
             if data is not None:
                 lines += b"Content-Type: " + content_type.encode() + b"\r\n"
             try:
-                status, raw = await pool.request(method, target, lines, data, self.request_timeout)
+                return await pool.request(method, target, lines, data, self.request_timeout)
             except (OSError, ProtocolError, ValueError) as exc:
                 if isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED:
                     url = self.server + path
                     refused = f"dial tcp {pool.host}:{pool.port}: connect: connection refused"
                     raise TransientError(f'{method.capitalize()} "{url}": {refused}') from exc
                 raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+        return await self._authorized(exchange, what)
+
+    async def _authorized(
+        self, exchange: Callable[[Mapping[str, str]], Awaitable[tuple[int, bytes]]], what: str
+    ) -> bytes:
+        """``exchange`` with the current credential's headers: once more after a 401 that a reload
+        may cure (token rotation); error answers mapped like client-go's."""
+        creds = self.credentials
+        for attempt in (0, 1):
+            headers = await creds.headers()
+            used = creds.loaded
+            status, raw = await exchange(headers)
             if status == 401 and attempt == 0 and await creds.rejected(used):
                 continue
             if status >= 400:
@@ -338,9 +349,9 @@ class ApiClient:
     ) -> bytes:
         """The response body as bytes; errors mapped; one retry after a 401 (token rotation)."""
         creds = self.credentials
-        for attempt in (0, 1):
-            headers = dict(await creds.headers())
-            used = creds.loaded
+
+        async def exchange(auth: Mapping[str, str]) -> tuple[int, bytes]:
+            headers = dict(auth)
             if data is not None:
                 headers["Content-Type"] = content_type
             try:
@@ -354,16 +365,11 @@ class ApiClient:
                     proxy=creds.info.proxy_url,
                     server_hostname=creds.tls_server_name,
                 ) as resp:
-                    raw = await resp.read()
-                    status = resp.status
+                    return resp.status, await resp.read()
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise _connection_error(exc, method, self.server + path, what) from exc
-            if status == 401 and attempt == 0 and await creds.rejected(used):
-                continue
-            if status >= 400:
-                raise _error(status, raw.decode("utf-8", "replace"), what)
-            return raw
-        raise AssertionError("unreachable")
+
+        return await self._authorized(exchange, what)
 
     async def list_pages(
         self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500

@@ -265,13 +265,7 @@ class PodGroupEvaluator:
         members assumed one after another as in the cycle that placed them."""
         handle = self.handle
         snapshot = handle.snapshot
-        for pod in victim.pods:
-            sim.add_pod(pod)
-            info = snapshot.get(pod.node_name)
-            if info is None:
-                continue
-            for a in placed:
-                self._check(handle.run_pre_filter_extension_add_pod(a.state, a.pod, pod, info))
+        self._move(victim, placed, sim, back=True)
         assumed: list[ProposedAssignment] = []
         try:
             for a in placed:
@@ -280,13 +274,7 @@ class PodGroupEvaluator:
                     handle.run_filter_plugins_with_nominated_pods(a.state, a.pod, info)
                 )
                 if not fits:
-                    for pod in victim.pods:
-                        sim.remove_pod(pod)
-                        node = snapshot.get(pod.node_name)
-                        if node is None:
-                            continue
-                        for b in placed:
-                            self._check(handle.run_pre_filter_extension_remove_pod(b.state, b.pod, pod, node))
+                    self._move(victim, placed, sim, back=False)
                     return False
                 sim.assume(a)
                 assumed.append(a)
@@ -295,7 +283,24 @@ class PodGroupEvaluator:
             for a in reversed(assumed):
                 sim.forget(a)
 
-    @staticmethod
-    def _check(status: Status | None) -> None:
-        if status is not None and not status.is_success():
-            raise _ExtensionError(status)
+    def _move(
+        self, victim: Victim, placed: Sequence[ProposedAssignment], sim: PodGroupSimulation, *, back: bool
+    ) -> None:
+        """Put the unit's pods back on their nodes (or take them off again), telling every placed
+        member's PreFilter state through its AddPod/RemovePod extension."""
+        handle = self.handle
+        extension = (
+            handle.run_pre_filter_extension_add_pod if back else handle.run_pre_filter_extension_remove_pod
+        )
+        for pod in victim.pods:
+            if back:
+                sim.add_pod(pod)
+            else:
+                sim.remove_pod(pod)
+            info = handle.snapshot.get(pod.node_name)
+            if info is None:
+                continue
+            for a in placed:
+                status = extension(a.state, a.pod, pod, info)
+                if status is not None and not status.is_success():
+                    raise _ExtensionError(status)
