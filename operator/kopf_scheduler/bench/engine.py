@@ -6,6 +6,9 @@ Permit) for simple pods against an in-memory cache; binding is excluded because 
 ``--cpu 64`` (more than a node's 32) times the failure path instead: diagnosis, FailedScheduling
 message and the preemption attempt, as in the Unschedulable workload. ``--metrics`` records into
 a Prometheus registry as the operator does (the default records nothing), to price the metrics.
+``--batching`` schedules under scheduler_perf's batching profile (PodTopologySpread without default
+constraints, so pods sign) with OpportunisticBatching on (``--no-batch`` off); ``--gen0 N`` sets
+the GC's young-generation threshold (the operator's ``run`` uses 10,000; Python's default is 700).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import pstats
 import random
 import time
 
+from kopf_scheduler.bench.workloads import NO_TOPOLOGY
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.engine import new_engine
@@ -33,13 +38,14 @@ class _NoBindClient(MemoryClusterClient):
     """Binds succeed instantly; the benchmark measures decisions, not the apiserver."""
 
 
-def _profiles(disable: list[str]) -> list[SchedulerProfileSpec]:
-    if not disable:
+def _profiles(disable: list[str], batching: bool = False) -> list[SchedulerProfileSpec]:
+    if not disable and not batching:
         return []
-    spec = {
-        "schedulerName": "kopf-scheduler",
-        "plugins": {"multiPoint": {"disabled": [{"name": n} for n in disable]}},
-    }
+    spec: dict[str, object] = {"schedulerName": "kopf-scheduler"}
+    if disable:
+        spec["plugins"] = {"multiPoint": {"disabled": [{"name": n} for n in disable]}}
+    if batching:
+        spec["pluginConfig"] = [NO_TOPOLOGY]
     return [load_profile(spec)]
 
 
@@ -53,9 +59,20 @@ def _recorder(metrics: bool) -> MetricsRecorder:
     return PrometheusMetrics(CollectorRegistry(), rng=random.Random(0))
 
 
-def _setup(num_nodes: int, seed: int, disable: list[str], metrics: bool = False) -> tuple[Scheduler, Cache]:
+def _setup(
+    num_nodes: int,
+    seed: int,
+    disable: list[str],
+    metrics: bool = False,
+    batching: bool = False,
+    batch: bool = True,
+) -> tuple[Scheduler, Cache]:
     engine = new_engine(
-        _NoBindClient(), _profiles(disable), rng=random.Random(seed), metrics=_recorder(metrics)
+        _NoBindClient(),
+        _profiles(disable, batching),
+        rng=random.Random(seed),
+        metrics=_recorder(metrics),
+        opportunistic_batching=batch,
     )
     sched, cache = engine.scheduler, engine.cache
     for i in range(num_nodes):
@@ -71,9 +88,11 @@ def bench(
     disable: list[str] | None = None,
     cpu: str = "100m",
     metrics: bool = False,
+    batching: bool = False,
+    batch: bool = True,
 ) -> float:
     """Mean seconds per scheduling decision over ``num_pods`` simple pods."""
-    sched, _ = _setup(num_nodes, seed, disable or [], metrics)
+    sched, _ = _setup(num_nodes, seed, disable or [], metrics, batching, batch)
     pods = [make_pod(f"pod-{i}", cpu=cpu, memory="128Mi") for i in range(num_pods)]
 
     async def go() -> float:
@@ -110,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disable", nargs="*", default=[], metavar="PLUGIN", help="plugins to leave out")
     parser.add_argument("--cpu", default="100m", help="each pod's cpu request (nodes have 32)")
     parser.add_argument("--metrics", action="store_true", help="record Prometheus metrics as the operator")
+    parser.add_argument("--batching", action="store_true", help="scheduler_perf's batching profile")
+    parser.add_argument("--no-batch", action="store_true", help="OpportunisticBatching off")
+    parser.add_argument("--gen0", type=int, default=0, help="the GC's young-generation threshold")
     args = parser.parse_args(argv)
+    if args.gen0:
+        _, gen1, gen2 = gc.get_threshold()
+        gc.set_threshold(args.gen0, gen1, gen2)
     print(f"{'nodes':>7}  {'ms/pod':>8}  {'pods/s':>8}")
     for i, n in enumerate(args.nodes):
         last = i == len(args.nodes) - 1
@@ -122,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             disable=args.disable,
             cpu=args.cpu,
             metrics=args.metrics,
+            batching=args.batching,
+            batch=not args.no_batch,
         )
         print(f"{n:>7}  {per_pod * 1000:>8.3f}  {1 / per_pod:>8.0f}", flush=True)
     return 0
