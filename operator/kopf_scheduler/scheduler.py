@@ -27,7 +27,7 @@ from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import POD_GROUP_INITIALLY_SCHEDULED, PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
-from kopf_scheduler.framework.batch import PodSignature, ScoredNodes
+from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, ScoredNodes
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
@@ -816,7 +816,7 @@ class Scheduler:
             raise NoNodesAvailable()
         batch = fw.batch if not dry_run else None
         signature = fw.sign_pod(pod) if batch is not None else None
-        feasible, diagnosis, evaluated, hint = self._find_nodes(fw, state, pod, signature)
+        feasible, diagnosis, evaluated, hint = self._find_nodes(fw, state, pod, signature, batch)
         if not len(feasible):
             raise FitError(pod, num_nodes, diagnosis)
         infos = self.snapshot.node_infos
@@ -826,32 +826,40 @@ class Scheduler:
             if batch is not None:
                 batch.store_schedule_results(signature, hint, host, None, cycle)
             return ScheduleResult(host, evaluated, 1)
-        raw: dict[str, np.ndarray] | None = {} if batch is not None else None
+        # Raw scores are kept only for a pod with a signature: no other pod could use its list.
+        raw: dict[str, np.ndarray] | None = {} if batch is not None and signature is not None else None
         totals = self.prioritize_nodes(fw, state, pod, feasible, raw)
         best = self.select_host(totals)
         host = infos[int(feasible[best])].name
-        if batch is not None and raw is not None:
-            others = ScoredNodes.around(
-                [infos[int(r)].name for r in feasible],
-                feasible,
-                self.snapshot.layout,
-                raw,
-                totals,
-                self._np_rng.integers(0, 2**62, len(feasible)),
-                best,
-            )
-            batch.store_schedule_results(signature, hint, host, others, cycle)
+        if batch is not None:
+            others = None
+            if raw is not None:
+                others = ScoredNodes.around(
+                    [infos[int(r)].name for r in feasible],
+                    feasible,
+                    self.snapshot.layout,
+                    raw,
+                    totals,
+                    self._np_rng.integers(0, 2**62, len(feasible)),
+                    best,
+                )
+            batch.store_schedule_results(signature, hint, host, others, cycle, num_others=len(feasible) - 1)
         return ScheduleResult(host, evaluated, len(feasible))
 
     def find_nodes_that_fit_pod(
         self, fw: Framework, state: CycleState, pod: Pod
     ) -> tuple[np.ndarray, Diagnosis, int]:
         """Feasible snapshot rows, the diagnosis of the rejected ones, and how many were evaluated."""
-        feasible, diagnosis, evaluated, _ = self._find_nodes(fw, state, pod, None)
+        feasible, diagnosis, evaluated, _ = self._find_nodes(fw, state, pod, None, None)
         return feasible, diagnosis, evaluated
 
     def _find_nodes(
-        self, fw: Framework, state: CycleState, pod: Pod, signature: PodSignature | None
+        self,
+        fw: Framework,
+        state: CycleState,
+        pod: Pod,
+        signature: PodSignature | None,
+        batch: OpportunisticBatch | None,
     ) -> tuple[np.ndarray, Diagnosis, int, str]:
         """``findNodesThatFitPod``, with OpportunisticBatching's node hint (tried like a nominated
         node, right after PreFilter) when the framework batches."""
@@ -870,8 +878,8 @@ class Scheduler:
             return empty, diagnosis, 0, ""
 
         hint = ""
-        if fw.batch is not None:
-            hint = fw.batch.get_node_hint(pod, signature, state, self.queue.scheduling_cycle)
+        if batch is not None:
+            hint = batch.get_node_hint(pod, signature, state, self.queue.scheduling_cycle)
         target = pod.nominated_node_name or hint
         if target:
             info = snapshot.get(target)

@@ -50,6 +50,66 @@ def test_default_profile_never_signs_and_no_topology_profile_signs_equal_pods_eq
     assert fw.sign_pod(make_pod("f", cpu="1", affinity=anti)) is None
 
 
+def test_a_refusal_is_asked_first_next_time_and_signatures_do_not_change() -> None:
+    fw = Framework(profile())
+    pod = make_pod("a", cpu="1", labels={"app": "x"})
+    before = fw.sign_pod(pod)
+    spread = {
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+        ]
+    }
+    assert fw.sign_pod(make_pod("e", cpu="1", **spread)) is None
+    refuser = fw._sign_plugins[fw._sign_refuser]
+    assert refuser.name == "PodTopologySpread"
+    calls: list[str] = []
+    for p in fw._sign_plugins:
+        original = p.sign
+
+        def counted(pod: Any, _original: Any = original, _name: str = p.name) -> Any:
+            calls.append(_name)
+            return _original(pod)
+
+        p.sign = counted  # type: ignore[method-assign]
+    assert fw.sign_pod(make_pod("e2", cpu="1", **spread)) is None
+    assert calls == ["PodTopologySpread"]  # the only call for another pod it refuses
+    calls.clear()
+    assert fw.sign_pod(pod) == before  # merged in plugin order whatever the call order
+    assert len(calls) == len(fw._sign_plugins) and calls[0] == "PodTopologySpread"
+
+
+async def test_an_unsignable_pod_keeps_no_scores_and_flushes_as_not_batchable() -> None:
+    from kopf_scheduler.metrics.recorder import NoopMetrics
+
+    class Flushes(NoopMetrics):
+        def __init__(self) -> None:
+            self.reasons: list[str] = []
+
+        def batch_flushed(self, profile: str, reason: str) -> None:
+            self.reasons.append(reason)
+
+    metrics = Flushes()
+    engine = new_engine(MemoryClusterClient(), [default_profile()], metrics=metrics)
+    for i in range(3):
+        engine.handlers.add_node(make_node(f"n{i}", cpu="4"))
+    fw = engine.profiles.get("kopf-scheduler")
+    assert fw is not None and fw.batch is not None
+    built: list[int] = []
+    original = ScoredNodes.around
+
+    def around(*args: Any, **kwargs: Any) -> ScoredNodes:
+        built.append(1)
+        return original(*args, **kwargs)
+
+    ScoredNodes.around = staticmethod(around)  # type: ignore[method-assign,assignment]
+    try:
+        engine.handlers.add_pod(make_pod("p", cpu="1", scheduler_name="kopf-scheduler"))
+        assert await engine.scheduler.schedule_one()
+    finally:
+        ScoredNodes.around = original  # type: ignore[method-assign]
+    assert built == [] and metrics.reasons == ["pod_not_batchable"]
+
+
 def test_scored_nodes_pop_best_first_ties_by_randomizer() -> None:
     totals = np.array([1, 5, 5, 2, 9])
     nodes = ScoredNodes.around(

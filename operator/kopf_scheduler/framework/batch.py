@@ -236,8 +236,17 @@ class OpportunisticBatch:
     # -- StoreScheduleResults --
 
     def store_schedule_results(
-        self, signature: PodSignature | None, hinted: str, chosen: str, others: ScoredNodes | None, cycle: int
+        self,
+        signature: PodSignature | None,
+        hinted: str,
+        chosen: str,
+        others: ScoredNodes | None,
+        cycle: int,
+        *,
+        num_others: int = 0,
     ) -> None:
+        """``num_others``: how many other feasible nodes there were when ``others`` was not built
+        (a pod without a signature: its list would never be used, only the flush reason needs it)."""
         fw = self._fw
         start = time.perf_counter()
         try:
@@ -249,11 +258,11 @@ class OpportunisticBatch:
                 return
             if hinted:
                 fw.metrics.batch_attempt(fw.profile_name, HINT_NOT_USED)
-            if signature is not None and others is not None and len(others):
+            count = len(others) if others is not None else num_others
+            if signature is not None and others is not None and count:
                 self._state = _State(signature, others, self._clock())
             else:
-                empty = others is None or not len(others)
-                self._flush(FLUSH_EMPTY_LIST if empty else FLUSH_POD_NOT_BATCHABLE)
+                self._flush(FLUSH_POD_NOT_BATCHABLE if count else FLUSH_EMPTY_LIST)
                 self._state = None
         finally:
             fw.metrics.store_results_duration(fw.profile_name, time.perf_counter() - start)

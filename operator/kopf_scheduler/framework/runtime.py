@@ -40,6 +40,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     PreBindPreFlightPlugin,
     PreFilterResult,
+    SignFragments,
     SignPlugin,
     Status,
     is_success,
@@ -381,6 +382,7 @@ class Framework:
         cycle_plugins = {p.name: p for p in (*filtering, *self.pre_score_plugins, *self.score_plugins)}
         self._sign_plugins = [p for p in cycle_plugins.values() if isinstance(p, SignPlugin)]
         self.signatures_enabled = len(self._sign_plugins) == len(cycle_plugins)
+        self._sign_refuser = -1  # index in _sign_plugins of the plugin that refused to sign last
         self.batch = OpportunisticBatch(self, clock) if opportunistic_batching else None
 
     # -- metrics --
@@ -1180,10 +1182,23 @@ class Framework:
         PreScore or Score plugin has no Sign (then this profile never batches)."""
         if not self.signatures_enabled:
             return None
+        plugins = self._sign_plugins
+        # The plugin that refused the last pod is asked first: under a profile whose pods never sign
+        # (system-default spreading) that is the only call. Fragments still merge in plugin order.
+        first = self._sign_refuser
+        early: SignFragments = ()
+        if first >= 0:
+            early, status = plugins[first].sign(pod)
+            if not is_success(status):
+                return None
         fragments: list[tuple[str, Any]] = []
-        for p in self._sign_plugins:
+        for i, p in enumerate(plugins):
+            if i == first:
+                fragments.extend(early)
+                continue
             frags, status = p.sign(pod)
             if not is_success(status):
+                self._sign_refuser = i
                 return None
             fragments.extend(frags)
         return signature_of(pod.scheduler_name, fragments)
