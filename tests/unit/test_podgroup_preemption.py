@@ -220,3 +220,50 @@ def test_pre_enqueue_holds_every_member_while_the_group_preempts(name: str) -> N
     )
     plugin.pod_group_preemption_finished("default/hi")
     assert plugin.pre_enqueue(pod) is None
+
+
+async def test_a_unit_the_group_does_not_need_is_given_back() -> None:
+    """A single low pod on the 500m node the gang cannot use is taken off with the others for the
+    what-if, then reprieved: it stays; the group victim's member on that node does not."""
+    engine, client = cluster()
+    engine.handlers.add_pod(placed("bystander", "n6", "100m", LOW))
+    await drain(engine)
+    await engine.scheduler.wait_for_bindings()
+    assert "default/bystander" not in client.evicted
+    assert sorted(client.evicted) == [
+        "default/lg-1",
+        "default/lg-2",
+        "default/low-1",
+        "default/low-2",
+        "default/low-3",
+    ]
+
+
+@pytest.mark.parametrize("allowed", [0, 1])
+async def test_a_pdb_protected_unit_is_given_back_before_the_others(allowed: int) -> None:
+    """Two low pods share a 1-cpu node with room for the member only without one of them; a PDB
+    covers one. With no disruption allowed, violating units are reprieved first: the protected pod
+    stays and its neighbour goes; with one allowed, importance decides."""
+    engine, client = cluster()
+    h = engine.handlers
+    h.delete_pod(next(p for p in engine.cache.pods() if p.name == "low-3"))
+    # "open" first: by importance alone (same priority, neither started, so the one seen first
+    # counts as older) it would be given back first and "guarded" evicted.
+    h.add_pod(placed("open", "n3", "150m", LOW))
+    h.add_pod(placed("guarded", "n3", "150m", LOW, labels={"app": "guarded"}))
+    h.add_object(
+        "PodDisruptionBudget",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"namespace": "default", "name": "guard"},
+            "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
+            "status": {"disruptionsAllowed": allowed},
+        },
+    )
+    await drain(engine)
+    await engine.scheduler.wait_for_bindings()
+    if allowed == 0:  # evicting "guarded" would violate its budget: it is given back first
+        assert "default/guarded" not in client.evicted and "default/open" in client.evicted
+    else:  # no violation: importance alone decides
+        assert "default/open" not in client.evicted and "default/guarded" in client.evicted
