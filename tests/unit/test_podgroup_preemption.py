@@ -31,6 +31,8 @@ from kopf_scheduler.testing.builders import make_node, make_pod
 
 GANG = "gang-scheduler"
 LOW, HIGH = 100, 1000
+# What the gang of the cluster below preempts: three pods and the whole disruptionMode=all group.
+VICTIMS = ["default/lg-1", "default/lg-2", "default/low-1", "default/low-2", "default/low-3"]
 
 
 def gang_profile(preemption: bool = True) -> SchedulerProfileSpec:
@@ -104,13 +106,7 @@ async def test_gang_preempts_the_lower_priority_units_it_needs_and_binds_where_n
     await drain(engine)
     await engine.scheduler.wait_for_bindings()  # the evictions run in the background
     assert client.bindings == {}
-    assert sorted(client.evicted) == [
-        "default/lg-1",
-        "default/lg-2",
-        "default/low-1",
-        "default/low-2",
-        "default/low-3",
-    ]
+    assert sorted(client.evicted) == VICTIMS
     assert client.preemptions == {"default/hi": client.evicted}  # the PodGroup is the preemptor
     nominated = {k: v for k, v in client.nominations.items() if k.startswith("default/hi-")}
     assert sorted(nominated.values()) == ["n1", "n2", "n3", "n4"]
@@ -230,13 +226,7 @@ async def test_a_unit_the_group_does_not_need_is_given_back() -> None:
     await drain(engine)
     await engine.scheduler.wait_for_bindings()
     assert "default/bystander" not in client.evicted
-    assert sorted(client.evicted) == [
-        "default/lg-1",
-        "default/lg-2",
-        "default/low-1",
-        "default/low-2",
-        "default/low-3",
-    ]
+    assert sorted(client.evicted) == VICTIMS
 
 
 @pytest.mark.parametrize("allowed", [0, 1])
