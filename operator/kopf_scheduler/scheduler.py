@@ -233,6 +233,18 @@ class _Failure:
     post_filter: PostFilterResult | None = None
 
 
+def _failure_on(pod: Pod, host: str, status: Status) -> _Failure:
+    """A pod's failure on its chosen node after Reserve or Permit said no: a rejection reads as a
+    FitError over that one node, anything else is the error itself."""
+    if status.is_rejected():
+        diag = Diagnosis()
+        diag.node_to_status.set(host, status)
+        diag.add_plugin_status(status)
+        fit = FitError(pod, 1, diag)
+        return _Failure(Status(status.code, str(fit)), fit, nominating="")
+    return _Failure(status, None, nominating="")
+
+
 _Outcome = tuple[ScheduleResult, Pod] | _Failure
 _Placed = tuple[QueuedPodInfo, CycleState, _Outcome]  # a member, its cycle's state, where it went
 
@@ -293,10 +305,17 @@ class _PodGroupSimulation:
                 return _Failure(exc.status, exc)
             except FitError as fit:
                 return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
-            assignment = ProposedAssignment(pod, result.suggested_host, state)
-            self.assume(assignment)
-            placed.append(assignment)
-            return result, dataclasses.replace(pod, node_name=result.suggested_host)
+            host = result.suggested_host
+            assumed = dataclasses.replace(pod, node_name=host)
+            self.add_pod(assumed)
+            status = fw.run_reserve_plugins_reserve(state, assumed, host)
+            if not is_success(status):  # as the real cycle: undone, and the member fails on that node
+                assert status is not None
+                fw.run_reserve_plugins_unreserve(state, assumed, host)
+                self.remove_pod(assumed)
+                return _failure_on(pod, host, status)
+            placed.append(ProposedAssignment(pod, host, state))
+            return result, assumed
 
         try:
             outcomes, status = sched._pod_group_algorithm(fw, self._group, self._members, place)
@@ -516,13 +535,7 @@ class Scheduler:
     ) -> _Failure:
         fw.run_reserve_plugins_unreserve(state, assumed, host)
         self._forget(assumed)
-        if status.is_rejected():
-            diag = Diagnosis()
-            diag.node_to_status.set(host, status)
-            diag.add_plugin_status(status)
-            fit = FitError(pod, 1, diag)
-            return _Failure(Status(status.code, str(fit)), fit, nominating="")
-        return _Failure(status, None, nominating="")
+        return _failure_on(pod, host, status)
 
     def _forget(self, assumed: Pod) -> None:
         try:

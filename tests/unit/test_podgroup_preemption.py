@@ -17,6 +17,7 @@ import pytest
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.engine import Engine, new_engine
+from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.podgroup_preemption import (
     Victim,
     domain_victims,
@@ -25,6 +26,7 @@ from kopf_scheduler.framework.podgroup_preemption import (
 )
 from kopf_scheduler.framework.preemption import parse_pdbs
 from kopf_scheduler.framework.profiles import load_profile
+from kopf_scheduler.framework.registry import default_registry
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.plugins.default_preemption import DefaultPreemption
 from kopf_scheduler.testing.builders import make_node, make_pod
@@ -257,3 +259,41 @@ async def test_a_pdb_protected_unit_is_given_back_before_the_others(allowed: int
         assert "default/guarded" not in client.evicted and "default/open" in client.evicted
     else:  # no violation: importance alone decides
         assert "default/open" not in client.evicted and "default/guarded" in client.evicted
+
+
+class _NoReserveOnN1(Plugin):
+    """Reserve says no on n1: the group what-if must treat n1 as the real cycle would."""
+
+    name = "NoReserveOnN1"
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if node_name == "n1" and pod.name.startswith("hi-"):
+            return Status(Code.UNSCHEDULABLE, "n1 is reserved")
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        return None
+
+
+async def test_the_what_if_fails_a_member_whose_reserve_fails_as_the_real_cycle_does() -> None:
+    """Without n1 the gang has three usable nodes for four members: no preemption helps, so none
+    happens, and the group's message says why in the what-if's own words."""
+    registry = default_registry()
+    registry.register(_NoReserveOnN1.name, _NoReserveOnN1)
+    spec = {
+        "schedulerName": GANG,
+        "plugins": {"multiPoint": {"enabled": [{"name": "GangScheduling"}, {"name": _NoReserveOnN1.name}]}},
+    }
+    client = MemoryClusterClient()
+    engine = new_engine(client, [load_profile(spec, registry)], registry=registry)
+    h = engine.handlers
+    for i in range(1, 5):
+        h.add_node(make_node(f"n{i}", cpu="1"))
+        h.add_pod(placed(f"low-{i}", f"n{i}", "600m", LOW))
+    h.add_object("PodGroup", pod_group("hi", HIGH, min_count=4))
+    for i in range(1, 5):
+        h.add_pod(member(i))
+    await drain(engine)
+    assert client.evicted == [] and client.bindings == {}
+    (cond,) = client.pod_group_conditions["default/hi"]
+    assert "pod group preemption: minCount (4) cannot be satisfied" in cond["message"], cond
