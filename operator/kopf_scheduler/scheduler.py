@@ -30,7 +30,7 @@ from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfi
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, ScoredNodes
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
-from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE, EVENT_FORCE_ACTIVATE
 from kopf_scheduler.framework.interface import (
     AsyncPodGroupPreemptionPlugin,
     AsyncPreemptionPlugin,
@@ -716,6 +716,11 @@ class Scheduler:
         placed = {qpi.uid for qpi, _, outcome in outcomes if not isinstance(outcome, _Failure)}
         nominations = preemption.nominations if preemption is not None else {}
         error = group_status.code == Code.ERROR
+        # The group is marked as preempting before its members are requeued, so PreEnqueue holds
+        # them while the evictions are sent (as the reference marks it within its PostFilter).
+        evictions = None
+        if preemption is not None and preemption.victims and not error:
+            evictions = self._start_pod_group_preemption(fw, group, members, preemption)
         group_msg = group_status.message
         for qpi in members:
             failure = own.get(qpi.uid)
@@ -740,18 +745,18 @@ class Scheduler:
         self._set_pod_group_condition(group, "False", UNSCHEDULABLE, group_msg)
         result = WAITING_ON_PREEMPTION_RESULT if preemption is not None else UNSCHEDULABLE_RESULT
         self.metrics.pod_group_attempt(result, fw.profile_name, self.clock() - start)
-        if preemption is not None and preemption.victims:
-            self._start_pod_group_preemption(fw, group, members, preemption)
+        if evictions is not None:
+            self._spawn(evictions, f"preemption for pod group {group.key}")
 
     def _start_pod_group_preemption(
         self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo], result: PodGroupPostFilterResult
-    ) -> None:
-        """Hold the group's members back (PreEnqueue) while its victims are evicted, as the
-        reference's asynchronous group preemption does."""
+    ) -> Coroutine[Any, Any, None] | None:
+        """Mark the group as preempting (its members are held at PreEnqueue) and return the
+        evictions to run in the background, as the reference's asynchronous group preemption."""
         self.metrics.workload_preemption_victims(len(result.victims), result.disruptions)
         victims = [v for v in result.victims if not v.deletion_timestamp]
         if not victims:
-            return
+            return None
         plugins = [
             p for p in fw.pod_group_post_filter_plugins if isinstance(p, AsyncPodGroupPreemptionPlugin)
         ]
@@ -773,17 +778,11 @@ class Scheduler:
             finally:
                 for p in plugins:
                     p.pod_group_preemption_finished(group.key)
-                # Members popped meanwhile were held by PreEnqueue: nothing else would move them.
-                # The others wait out their backoff, as the reference's group does.
-                held = [
-                    m.pod
-                    for m in members
-                    if (q := self.queue.get(m.uid)) is not None and plugins_name in q.unschedulable_plugins
-                ]
-                if held:
-                    self.queue.activate(held)
+                # Held by PreEnqueue meanwhile, nothing else would move them: let them go to
+                # finish their backoff, as the reference's group does.
+                self.queue.release([m.pod for m in members], EVENT_FORCE_ACTIVATE.label)
 
-        self._spawn(evict(), f"preemption for pod group {group.key}")
+        return evict()
 
     def _set_pod_group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         """``PodGroupInitiallyScheduled`` as ``apimeta.SetStatusCondition`` would set it; never back

@@ -10,11 +10,13 @@ victims are gone it binds there.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.engine import Engine, new_engine
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
@@ -297,3 +299,38 @@ async def test_the_what_if_fails_a_member_whose_reserve_fails_as_the_real_cycle_
     assert client.evicted == [] and client.bindings == {}
     (cond,) = client.pod_group_conditions["default/hi"]
     assert "pod group preemption: minCount (4) cannot be satisfied" in cond["message"], cond
+
+
+async def test_members_are_held_while_the_evictions_run_then_let_go() -> None:
+    """The evictions hang: the members, requeued meanwhile, are held at PreEnqueue (no second
+    preemption); once the evictions are sent they are let go to finish their backoff (over here)."""
+
+    class SlowEvictions(MemoryClusterClient):
+        gate: asyncio.Event
+
+        async def evict(self, victim: Pod, preemptor: Pod | PodGroup, message: str) -> None:
+            await self.gate.wait()
+            await super().evict(victim, preemptor, message)
+
+    client = SlowEvictions()
+    client.gate = asyncio.Event()
+    engine = new_engine(client, [gang_profile()])
+    h = engine.handlers
+    for i in range(1, 5):
+        h.add_node(make_node(f"n{i}", cpu="1"))
+        h.add_pod(placed(f"low-{i}", f"n{i}", "600m", LOW))
+    h.add_object("PodGroup", pod_group("hi", HIGH, min_count=4))
+    for i in range(1, 5):
+        h.add_pod(member(i))
+    assert await engine.scheduler.schedule_one()  # the group cycle: preemption starts, evictions hang
+    await asyncio.sleep(0)
+    assert client.evicted == []
+    # Requeued while their group preempts: held at PreEnqueue, so not even a backoff ends them.
+    assert engine.queue.pending_pods() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 4}
+    engine.queue.clock = lambda: 1e9
+    engine.queue.flush_backoff_completed()
+    assert not await engine.scheduler.schedule_one()  # nothing to pop: no second preemption
+    client.gate.set()
+    await engine.scheduler.wait_for_bindings()
+    assert len(client.evicted) == 4
+    assert engine.queue.pending_pods()["active"] == 4  # let go once the evictions were sent

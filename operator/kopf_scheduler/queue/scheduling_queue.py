@@ -390,6 +390,26 @@ class PriorityQueue:
         if activated:
             self._broadcast()
 
+    def release(self, pods: Iterable[Pod], event: str) -> None:
+        """Pool pods a PreEnqueue plugin held, asked again: those it lets go wait out whatever is
+        left of their backoff, then go active (a pod with no rejector of its own, as the reference
+        moves it on any event); pods elsewhere are left alone."""
+        activated = False
+        for pod in pods:
+            qpi = self._pool_remove(pod.uid)
+            if qpi is None:
+                continue
+            gate = qpi.gating_plugin
+            if gate and gate in qpi.unschedulable_plugins:
+                # A gate is not a rejection of the pod's attempt: a pod without rejectors of its own
+                # keeps the error backoff it failed with (never popped early from backoff).
+                qpi.unschedulable_plugins.discard(gate)
+                self.metrics.unschedulable_reason(gate, qpi.pod.scheduler_name, -1)
+            if self._requeue(qpi, QueueingStrategy.AFTER_BACKOFF, event, from_pool=True) == ACTIVE_Q:
+                activated = True
+        if activated:
+            self._broadcast()
+
     # -- popping --
 
     def pop_nowait(self) -> QueuedPodInfo | None:
