@@ -722,22 +722,26 @@ class Scheduler:
         if preemption is not None and preemption.victims and not error:
             evictions = self._start_pod_group_preemption(fw, group, members, preemption)
         group_msg = group_status.message
-        for qpi in members:
-            failure = own.get(qpi.uid)
-            if error:
-                if failure is None or failure.status.code != Code.ERROR:
-                    failure = _Failure(group_status, None, nominating="")
-            elif qpi.uid in placed:
-                msg = f"{POD_GROUP_UNSCHEDULABLE}, {group_msg}" if group_msg else POD_GROUP_UNSCHEDULABLE
-                failure = _Failure(Status(Code.UNSCHEDULABLE, msg), None, nominating="")
-            elif failure is None:
-                status = Status(Code.UNSCHEDULABLE, untried_msg or POD_GROUP_UNSCHEDULABLE)
-                failure = _Failure(status, None, nominating="")
-            elif failure.nominating is None:
-                failure.nominating = ""
-            if not error and qpi.uid in nominations:
-                failure.nominating = nominations[qpi.uid]
-            self._handle_failure(fw, qpi, failure, start, group_member=True)
+        try:  # the evictions run whatever happens here: else the group stays held
+            for qpi in members:
+                failure = own.get(qpi.uid)
+                if error:
+                    if failure is None or failure.status.code != Code.ERROR:
+                        failure = _Failure(group_status, None, nominating="")
+                elif qpi.uid in placed:
+                    msg = f"{POD_GROUP_UNSCHEDULABLE}, {group_msg}" if group_msg else POD_GROUP_UNSCHEDULABLE
+                    failure = _Failure(Status(Code.UNSCHEDULABLE, msg), None, nominating="")
+                elif failure is None:
+                    status = Status(Code.UNSCHEDULABLE, untried_msg or POD_GROUP_UNSCHEDULABLE)
+                    failure = _Failure(status, None, nominating="")
+                elif failure.nominating is None:
+                    failure.nominating = ""
+                if not error and qpi.uid in nominations:
+                    failure.nominating = nominations[qpi.uid]
+                self._handle_failure(fw, qpi, failure, start, group_member=True)
+        finally:
+            if evictions is not None:
+                self._spawn(evictions, f"preemption for pod group {group.key}")
         if error:
             self._set_pod_group_condition(group, "False", SCHEDULER_ERROR, group_msg)
             self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
@@ -745,8 +749,6 @@ class Scheduler:
         self._set_pod_group_condition(group, "False", UNSCHEDULABLE, group_msg)
         result = WAITING_ON_PREEMPTION_RESULT if preemption is not None else UNSCHEDULABLE_RESULT
         self.metrics.pod_group_attempt(result, fw.profile_name, self.clock() - start)
-        if evictions is not None:
-            self._spawn(evictions, f"preemption for pod group {group.key}")
 
     def _start_pod_group_preemption(
         self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo], result: PodGroupPostFilterResult
