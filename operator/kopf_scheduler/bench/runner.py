@@ -539,6 +539,16 @@ def baseline_source(rev: str | None, out: Path) -> Path:
 
 def bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every chosen workload x scheduler; writes the JSON files, the chart; returns the results."""
+    try:
+        return _bench(args)
+    finally:
+        baseline: Path | None = args.baseline_src
+        if baseline is not None:  # the worktree ours-baseline ran from is not needed any more
+            tree = str(baseline.parent)
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", tree], check=False)
+
+
+def _bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     # Byte-compile our package as `pip install .` (the image) does: an editable install under
     # PYTHONDONTWRITEBYTECODE would otherwise compile every module at each start (~0.25 s of
     # the first-bind figure; the reference is a compiled binary).
@@ -638,6 +648,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline-rev", default=None, help="the commit ours-baseline runs (a git worktree under --out)"
     )
+    parser.set_defaults(baseline_src=None)  # that worktree's operator/ while the bench runs
     parser.add_argument(
         "--backlog",
         action="store_true",
