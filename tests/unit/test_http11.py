@@ -147,3 +147,28 @@ async def test_no_answer_in_time_is_a_timeout_and_the_connection_is_dropped(serv
     finally:
         pool.close()
     assert accepted[0] == 2  # the late answer can never be read as the next request's
+
+
+async def test_api_client_keeps_proxied_traffic_on_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean pool has no proxy support: a proxy URL, or proxy variables with trust_env, keep
+    every request on aiohttp."""
+    import kopf
+
+    from kopf_scheduler.cluster.client import ApiClient
+    from kopf_scheduler.cluster.connection import Credentials
+
+    plain = ApiClient(Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:1", token="t")))
+    proxied = ApiClient(
+        Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:1", token="t", proxy_url="http://p:3128"))
+    )
+    monkeypatch.setenv("HTTPS_PROXY", "http://p:3128")
+    from_env = ApiClient(
+        Credentials(kopf.ConnectionInfo(server="https://127.0.0.1:1", token="t", trust_env=True))
+    )
+    try:
+        assert isinstance(plain._pool(), Http11Pool)
+        assert proxied._pool() is None and from_env._pool() is None
+        assert ApiClient(plain.credentials, lean_requests=False)._pool() is None
+    finally:
+        for api in (plain, proxied, from_env):
+            await api.close()

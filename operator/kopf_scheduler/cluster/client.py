@@ -173,6 +173,8 @@ class ApiClient:
         self.lean_requests = lean_requests
         self._lean: Http11Pool | None = None
         self._lean_tls: tuple[Any, ...] = ()
+        self._lean_info: Any = None
+        self._proxied = False
         self._header_cache: tuple[Mapping[str, str], bytes] | None = None
 
     @property
@@ -262,7 +264,10 @@ class ApiClient:
             return None
         creds = self.credentials
         info = creds.info
-        if info.proxy_url or (info.trust_env and _environment_proxies()):
+        if info is not self._lean_info:  # a new credential load: its proxy settings, read once
+            self._lean_info = info
+            self._proxied = bool(info.proxy_url) or (info.trust_env and _environment_proxies())
+        if self._proxied:
             return None
         tls = creds.tls_material
         pool = self._lean
