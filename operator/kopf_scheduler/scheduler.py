@@ -279,10 +279,10 @@ class _PodGroupSimulation:
     def add_pod(self, pod: Pod) -> None:
         self._edit(pod.node_name, lambda info: info.add_pod(pod))
 
-    def assume(self, assignment: ProposedAssignment) -> None:
+    def assume(self, assignment: ProposedAssignment) -> Status | None:
         assumed = dataclasses.replace(assignment.pod, node_name=assignment.node_name)
         self.add_pod(assumed)
-        self._fw.run_reserve_plugins_reserve(assignment.state, assumed, assignment.node_name)
+        return self._fw.run_reserve_plugins_reserve(assignment.state, assumed, assignment.node_name)
 
     def forget(self, assignment: ProposedAssignment) -> None:
         assumed = dataclasses.replace(assignment.pod, node_name=assignment.node_name)
@@ -305,17 +305,14 @@ class _PodGroupSimulation:
                 return _Failure(exc.status, exc)
             except FitError as fit:
                 return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
-            host = result.suggested_host
-            assumed = dataclasses.replace(pod, node_name=host)
-            self.add_pod(assumed)
-            status = fw.run_reserve_plugins_reserve(state, assumed, host)
+            assignment = ProposedAssignment(pod, result.suggested_host, state)
+            status = self.assume(assignment)
             if not is_success(status):  # as the real cycle: undone, and the member fails on that node
                 assert status is not None
-                fw.run_reserve_plugins_unreserve(state, assumed, host)
-                self.remove_pod(assumed)
-                return _failure_on(pod, host, status)
-            placed.append(ProposedAssignment(pod, host, state))
-            return result, assumed
+                self.forget(assignment)
+                return _failure_on(pod, assignment.node_name, status)
+            placed.append(assignment)
+            return result, dataclasses.replace(pod, node_name=assignment.node_name)
 
         try:
             outcomes, status = sched._pod_group_algorithm(fw, self._group, self._members, place)

@@ -564,8 +564,9 @@ class PodGroupSimulation(Protocol):
         placements undone before it returns); the status is the group's."""
         ...
 
-    def assume(self, assignment: ProposedAssignment) -> None:
-        """Place a member on its proposed node in the snapshot and run Reserve for it."""
+    def assume(self, assignment: ProposedAssignment) -> Status | None:
+        """Place a member on its proposed node in the snapshot and run Reserve for it; Reserve's
+        status (the caller undoes a failed one with :meth:`forget`)."""
         ...
 
     def forget(self, assignment: ProposedAssignment) -> None:

@@ -1164,7 +1164,7 @@ class Framework:
             scores = raw.get(p.name)
             if scores is None:
                 continue
-            if not (in_range and getattr(p, "normalize_score", None) is None):
+            if not (in_range and p.name not in self.normalizing_plugins):
                 scores = scores.copy()
                 try:
                     self._normalize(p, state, pod, scores)
