@@ -99,6 +99,17 @@ def cluster(
     return engine, client
 
 
+def four_full_nodes(engine: Engine) -> None:
+    """Four 1-cpu nodes, each with a low 600m pod, and a gang of four 800m members."""
+    h = engine.handlers
+    for i in range(1, 5):
+        h.add_node(make_node(f"n{i}", cpu="1"))
+        h.add_pod(placed(f"low-{i}", f"n{i}", "600m", LOW))
+    h.add_object("PodGroup", pod_group("hi", HIGH, min_count=4))
+    for i in range(1, 5):
+        h.add_pod(member(i))
+
+
 async def drain(engine: Engine) -> None:
     while await engine.scheduler.schedule_one():
         pass
@@ -288,13 +299,7 @@ async def test_the_what_if_fails_a_member_whose_reserve_fails_as_the_real_cycle_
     }
     client = MemoryClusterClient()
     engine = new_engine(client, [load_profile(spec, registry)], registry=registry)
-    h = engine.handlers
-    for i in range(1, 5):
-        h.add_node(make_node(f"n{i}", cpu="1"))
-        h.add_pod(placed(f"low-{i}", f"n{i}", "600m", LOW))
-    h.add_object("PodGroup", pod_group("hi", HIGH, min_count=4))
-    for i in range(1, 5):
-        h.add_pod(member(i))
+    four_full_nodes(engine)
     await drain(engine)
     assert client.evicted == [] and client.bindings == {}
     (cond,) = client.pod_group_conditions["default/hi"]
@@ -315,13 +320,7 @@ async def test_members_are_held_while_the_evictions_run_then_let_go() -> None:
     client = SlowEvictions()
     client.gate = asyncio.Event()
     engine = new_engine(client, [gang_profile()])
-    h = engine.handlers
-    for i in range(1, 5):
-        h.add_node(make_node(f"n{i}", cpu="1"))
-        h.add_pod(placed(f"low-{i}", f"n{i}", "600m", LOW))
-    h.add_object("PodGroup", pod_group("hi", HIGH, min_count=4))
-    for i in range(1, 5):
-        h.add_pod(member(i))
+    four_full_nodes(engine)
     assert await engine.scheduler.schedule_one()  # the group cycle: preemption starts, evictions hang
     await asyncio.sleep(0)
     assert client.evicted == []
