@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -16,7 +15,6 @@ from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.cluster.client import ApiClient, Gone, KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
-from kopf_scheduler.cluster.leader import evaluate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 
@@ -125,28 +123,6 @@ async def test_resync_drops_vanished(controller: Any) -> None:
     await ctl.apply(_cr("gone", 1, {"schedulerName": "g"}))
     await ctl.resync([_cr("kept", 1, {"schedulerName": "k"})])
     assert "g" not in profiles.specs and "k" in profiles.specs
-
-
-# --- leader rule --------------------------------------------------------------------------------
-
-
-def _peer(priority: int, age: float, lifetime: int = 10) -> dict[str, Any]:
-    seen = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=age)
-    return {"priority": priority, "lifetime": lifetime, "lastseen": seen.isoformat()}
-
-
-def test_leader_rule_matches_kopf_peering() -> None:
-    assert evaluate({}, "me", 5) == (True, None)
-    assert evaluate({"me": _peer(5, 0)}, "me", 5) == (True, None)
-    leading, recheck = evaluate({"other": _peer(6, 2)}, "me", 5)
-    assert not leading and recheck is not None
-    assert evaluate({"other": _peer(5, 2)}, "me", 5)[0] is False  # same priority: Kopf pauses both
-    assert evaluate({"other": _peer(4, 2)}, "me", 5) == (True, None)
-    assert evaluate({"other": _peer(9, 11)}, "me", 5) == (True, None)  # dead: past its lifetime
-
-
-def test_start_priority_prefers_older_replicas() -> None:
-    assert start_priority(1000.0) > start_priority(1000.5)
 
 
 # --- informer -----------------------------------------------------------------------------------

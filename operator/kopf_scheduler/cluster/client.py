@@ -29,7 +29,7 @@ from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.http11 import Http11Pool, ProtocolError
-from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
+from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
 
 __all__ = [
@@ -520,14 +520,23 @@ class KubeClusterClient:
         instance: str | None = None,
         series_cache: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        fence: Callable[[], bool] | None = None,
     ) -> None:
         self.api = api
+        self._fence = fence
         self.reporting_instance = instance or f"{REPORTING_CONTROLLER}-{socket.gethostname()}"
         # Isomorphic events (same pod, reason, note) within the window become a series on one object.
         # Least recently observed first, so expired series are found at the front.
         self._series: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = OrderedDict()
         self._series_cache = series_cache
         self._clock = clock
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """``api.request``, with writes fenced: a replica that may not act sends nothing."""
+        fence = self._fence
+        if fence is not None and method != "GET" and not fence():
+            raise Fenced(f"{method} {path}: not sent, this replica does not hold the lead")
+        return await self.api.request(method, path, **kwargs)
 
     # --- binding ------------------------------------------------------------------------------
 
@@ -541,10 +550,10 @@ class KubeClusterClient:
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
-        await self.api.request("POST", _pod_path(pod.namespace, pod.name, "binding"), body=body)
+        await self._request("POST", _pod_path(pod.namespace, pod.name, "binding"), body=body)
 
     async def bound_node(self, pod: Pod) -> str:
-        raw = await self.api.request("GET", _pod_path(pod.namespace, pod.name))
+        raw = await self._request("GET", _pod_path(pod.namespace, pod.name))
         meta = raw.get("metadata") or {}
         uid = _real_uid(pod)
         if uid and meta.get("uid") != uid:
@@ -580,7 +589,7 @@ class KubeClusterClient:
         if not status:
             return
         try:
-            await self.api.request(
+            await self._request(
                 "PATCH",
                 _pod_path(pod.namespace, pod.name, "status"),
                 body={"status": status},
@@ -614,7 +623,7 @@ class KubeClusterClient:
         if pod.nominated_node_name == node_name:
             return
         try:
-            await self.api.request(
+            await self._request(
                 "PATCH",
                 _pod_path(pod.namespace, pod.name, "status"),
                 body={"status": {"nominatedNodeName": node_name or None}},
@@ -629,7 +638,7 @@ class KubeClusterClient:
         self, namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]
     ) -> None:
         path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
-        await self.api.request(
+        await self._request(
             "PATCH",
             path,
             body={"status": {"conditions": [dict(c) for c in conditions]}},
@@ -656,7 +665,7 @@ class KubeClusterClient:
                 self._series[key] = (name, namespace, count, now)
                 self._series.move_to_end(key)
                 try:
-                    await self.api.request(
+                    await self._request(
                         "PATCH",
                         f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events/{quote(name)}",
                         body={"series": {"count": count, "lastObservedTime": now_rfc3339(micro=True)}},
@@ -681,7 +690,7 @@ class KubeClusterClient:
             }
             if related is not None:
                 body["related"] = _pod_ref(related) if isinstance(related, Pod) else dict(related)
-            await self.api.request(
+            await self._request(
                 "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(pod.namespace)}/events", body=body
             )
             self._series[key] = (name, pod.namespace, 1, now)
@@ -724,7 +733,7 @@ class KubeClusterClient:
                 "lastTransitionTime": now_rfc3339(),
             }
             try:
-                await self.api.request(
+                await self._request(
                     "PATCH",
                     _pod_path(victim.namespace, victim.name, "status"),
                     body={"status": {"conditions": [cond]}},
@@ -736,7 +745,7 @@ class KubeClusterClient:
         if uid := _real_uid(victim):
             delete_body["preconditions"] = {"uid": uid}
         try:
-            await self.api.request("DELETE", _pod_path(victim.namespace, victim.name), body=delete_body)
+            await self._request("DELETE", _pod_path(victim.namespace, victim.name), body=delete_body)
         except NotFound:
             return
         except Conflict:
@@ -766,14 +775,14 @@ class KubeClusterClient:
         namespace, _, name = claim_key.partition("/")
         pvc_path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
         if not pv_name:
-            await self.api.request(
+            await self._request(
                 "PATCH",
                 pvc_path,
                 body={"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}},
                 content_type=MERGE,
             )
             return
-        pvc = await self.api.request("GET", pvc_path)
+        pvc = await self._request("GET", pvc_path)
         meta = pvc.get("metadata") or {}
         claim_ref = {
             "apiVersion": "v1",
@@ -784,7 +793,7 @@ class KubeClusterClient:
             "resourceVersion": meta.get("resourceVersion"),
         }
         pv_path = f"/api/v1/persistentvolumes/{quote(pv_name)}"
-        pv = await self.api.request("GET", pv_path)
+        pv = await self._request("GET", pv_path)
         existing = (pv.get("spec") or {}).get("claimRef") or {}
         if existing.get("uid") == claim_ref["uid"] and existing.get("name") == name:
             return  # already bound to this claim
@@ -792,7 +801,7 @@ class KubeClusterClient:
             owner = f"{existing.get('namespace')}/{existing.get('name')}"
             raise Conflict(f"PV {pv_name} is already claimed by {owner}", 409)
         # resourceVersion in the patch makes it a compare-and-swap: a concurrent binder gets 409.
-        await self.api.request(
+        await self._request(
             "PATCH",
             pv_path,
             body={
@@ -808,20 +817,20 @@ class KubeClusterClient:
     # --- resource claims (DynamicResources) -------------------------------------------------------
 
     async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        return dict(await self.api.request("GET", _claim_path(namespace, name)))
+        return dict(await self._request("GET", _claim_path(namespace, name)))
 
     async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
         meta = claim.get("metadata") or {}
         path = _claim_path(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
-        return dict(await self.api.request("PUT", path, body=_claim_body(claim)))
+        return dict(await self._request("PUT", path, body=_claim_body(claim)))
 
     async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
         meta = claim.get("metadata") or {}
         path = _claim_path(str(meta.get("namespace") or "default"), str(meta.get("name", "")), "status")
-        return dict(await self.api.request("PUT", path, body=_claim_body(claim)))
+        return dict(await self._request("PUT", path, body=_claim_body(claim)))
 
     async def unreserve_resource_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
-        await self.api.request(
+        await self._request(
             "PATCH",
             _claim_path(namespace, name, "status"),
             body={
@@ -835,19 +844,19 @@ class KubeClusterClient:
     async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
         namespace = str((claim.get("metadata") or {}).get("namespace") or "default")
         path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims"
-        return dict(await self.api.request("POST", path, body=_claim_body(claim)))
+        return dict(await self._request("POST", path, body=_claim_body(claim)))
 
     async def delete_resource_claim(self, namespace: str, name: str, uid: str) -> None:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self.api.request("DELETE", _claim_path(namespace, name), body=body)
+            await self._request("DELETE", _claim_path(namespace, name), body=body)
         except NotFound:
             return
 
     async def set_pod_extended_resource_claim_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
-        await self.api.request(
+        await self._request(
             "PATCH",
             _pod_path(pod.namespace, pod.name, "status"),
             body={"status": {"extendedResourceClaimStatus": dict(status)}},

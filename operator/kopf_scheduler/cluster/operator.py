@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import random
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,9 @@ from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials, load_credentials
 from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
-from kopf_scheduler.cluster.leader import PEERING_PATH, LeaderGate, start_priority
+from kopf_scheduler.cluster.leader import ApiPeeringStore, ElectionTiming, LeaderGate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
-from kopf_scheduler.framework.client import ApiError, Conflict, NotFound
+from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound
 
 __all__ = ["Options", "SchedulerRuntime", "configure"]
 
@@ -106,7 +107,10 @@ class Options:
     peering: str = "kopf-scheduler"
     standalone: bool = False
     priority: int | None = None
-    peering_lifetime: int = 10
+    # kube-scheduler's leaderElection defaults: leaseDuration 15 s, renewDeadline 10 s, retryPeriod 2 s.
+    peering_lifetime: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
     metrics_host: str = "0.0.0.0"
     metrics_port: int | None = 8080
     max_in_flight: int = 64
@@ -135,6 +139,8 @@ class InstrumentedClient(KubeClusterClient):
     async def bind(self, pod: Pod, node_name: str) -> None:
         try:
             await super().bind(pod, node_name)
+        except Fenced:
+            raise  # nothing was sent: not an error of the API
         except Conflict:
             metrics.BIND_ERRORS.labels("conflict").inc()
             raise
@@ -161,7 +167,26 @@ class SchedulerRuntime:
         self.started = time.monotonic()
         self.credentials = credentials or load_credentials(options.kubeconfig, options.context)
         self.api = ApiClient(self.credentials, max_in_flight=options.max_in_flight)
-        self.client = InstrumentedClient(self.api, instance=f"kopf-scheduler-{options.identity}")
+        if options.standalone:
+            self.leader = LeaderGate.standalone()
+            self.election_api: ApiClient | None = None
+        else:
+            timing = ElectionTiming(options.peering_lifetime, options.renew_deadline, options.retry_period)
+            # A client of its own, as kube-scheduler's leader election has: renewals never queue
+            # behind a burst of binds for the in-flight bound, and answer within the renew deadline.
+            self.election_api = ApiClient(
+                self.credentials,
+                max_in_flight=4,
+                request_timeout=timing.renew_deadline / 2,
+                user_agent="kopf-scheduler/leader-election",
+            )
+            priority = options.priority if options.priority is not None else start_priority()
+            store = ApiPeeringStore(self.election_api, options.peering)
+            self.leader = LeaderGate(store, options.identity, priority, timing)
+        # Every write of the engine is fenced by the lead: nothing leaves a replica that may not act.
+        self.client = InstrumentedClient(
+            self.api, instance=f"kopf-scheduler-{options.identity}", fence=self.leader.may_act
+        )
         engine = new_engine(
             self.client,
             is_responsible=lambda pod: self.is_responsible(pod),
@@ -181,13 +206,11 @@ class SchedulerRuntime:
 
             self.scheduler.on_fit_error = annotator(self.api)
         self.controller = ProfileController(self.profiles, self.write_profile_status, self.profiles_changed)
-        if options.standalone:
-            self.leader = LeaderGate.standalone()
-        else:
-            priority = options.priority if options.priority is not None else start_priority()
-            self.leader = LeaderGate(self.api, options.peering, options.identity, priority)
         self.health = metrics.Health(stuck_after=options.stuck_after)
         self.health.checks["tasks"] = self._dead_task
+        self._crashed: dict[str, str] = {}  # supervised task -> why it is down until its restart
+        self.health.checks["supervised"] = self._crashed_tasks
+        metrics.LEADER.set_function(lambda: 1.0 if self.leader.is_leading() else 0.0)
         self.pods: Informer[Pod] = Informer(
             self.api,
             ResourceKind("Pod", "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR}),
@@ -220,6 +243,7 @@ class SchedulerRuntime:
         # on deletion; a forgotten one costs at most one repeated FailedScheduling event.
         self._invalid_reported: OrderedDict[str, str] = OrderedDict()
         self._server: Any = None
+        self._stopping = False
 
     # -- wiring --
 
@@ -246,7 +270,7 @@ class SchedulerRuntime:
             return
         uid = str(meta.get("uid") or "")
         rv = str(meta.get("resourceVersion") or "")
-        if self._invalid_reported.get(uid) == rv or not self.leader.leading.is_set():
+        if self._invalid_reported.get(uid) == rv or not self.leader.is_leading():
             return
         self._invalid_reported[uid] = rv
         self._invalid_reported.move_to_end(uid)
@@ -273,7 +297,7 @@ class SchedulerRuntime:
                 self.queue.delete(pod)
 
     async def write_profile_status(self, name: str, status: dict[str, Any]) -> None:
-        if not self.leader.leading.is_set():
+        if not self.leader.is_leading():
             return  # the leader owns the status; a standby only keeps its profiles current
         try:
             await self.api.request(
@@ -314,17 +338,6 @@ class SchedulerRuntime:
             await self.controller.resync(items)
             return
 
-    async def ensure_peering_object(self) -> None:
-        if self.options.standalone:
-            return
-        body = {
-            "apiVersion": "kopf.dev/v1",
-            "kind": "ClusterKopfPeering",
-            "metadata": {"name": self.options.peering},
-        }
-        with contextlib.suppress(Conflict):
-            await self.api.request("POST", PEERING_PATH, body=body)
-
     # -- tasks --
 
     def _spawn(self, name: str, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -333,6 +346,24 @@ class SchedulerRuntime:
         if name.startswith("report-"):  # fire-and-forget writes: forget them when done
             task.add_done_callback(lambda _: self._tasks.pop(name, None))
         return task
+
+    async def _supervised(self, name: str, factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``factory()`` for ever: restarted with backoff when it fails, ``/healthz`` false meanwhile."""
+        delay = 0.5
+        while True:
+            try:
+                await factory()
+                why = "ended"
+            except Exception as exc:
+                why = f"failed: {exc!r}"
+                logger.exception("%s %s; restarting in %.1fs", name, why, delay)
+            self._crashed[name] = why
+            await asyncio.sleep(delay)
+            self._crashed.pop(name, None)
+            delay = min(delay * 2, 10.0)
+
+    def _crashed_tasks(self) -> str | None:
+        return "; ".join(f"{name} {why}" for name, why in self._crashed.items()) or None
 
     def _dead_task(self) -> str | None:
         for name, task in self._tasks.items():
@@ -363,7 +394,7 @@ class SchedulerRuntime:
         self._spawn("heartbeat", self.health.heartbeat())
         for informer in self.informers():
             self._spawn(f"informer-{informer.kind}", informer.run())
-        self._spawn("leader", self.leader.run() if not self.options.standalone else asyncio.Event().wait())
+        self._spawn("leader", self._supervised("leader election", self.leader.run))
         self._spawn("scheduling", self._schedule_while_leading())
 
     async def wait_synced(self) -> None:
@@ -385,27 +416,51 @@ class SchedulerRuntime:
         await self.wait_synced()
         while True:
             await self.leader.leading.wait()
-            metrics.LEADER.set(1)
-            await self.resync_profiles()  # Kopf's CR watch was paused while we stood by
+            if self._stopping:
+                return
+            try:
+                await self.resync_profiles()  # what changed while we stood by (or the apiserver was away)
+            except ApiError as exc:
+                logger.warning("Listing SchedulerProfiles failed (%s); scheduling with the ones known", exc)
             run = asyncio.ensure_future(self.scheduler.run())
             lost = asyncio.ensure_future(self.leader.standby.wait())
             await asyncio.wait({run, lost}, return_when=asyncio.FIRST_COMPLETED)
-            metrics.LEADER.set(0)
             self.scheduler.stop()
             lost.cancel()
             await run
+            # Binds already sent finish (or fail: the fence closed with the lead); the pods they
+            # fail go back to the queue for whoever leads next.
             await self.scheduler.wait_for_bindings()
+            if self._stopping:
+                return
             if not self.leader.standby.is_set():
                 raise RuntimeError("the scheduling loop ended while leading")
 
-    async def stop(self) -> None:
+    async def stop(self, drain_timeout: float = 10.0) -> None:
+        """SIGTERM: stop scheduling, drain what is in flight, *then* give the lead up.
+
+        In that order, so the next leader's first bind comes after our last write: releasing first
+        (as Kopf's peering did) let both replicas write during every rollout.
+        """
+        self._stopping = True
         self.scheduler.stop()
+        scheduling = self._tasks.get("scheduling")
+        if scheduling is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(scheduling), drain_timeout)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.scheduler.wait_for_bindings(), drain_timeout)
+        leader = self._tasks.pop("leader", None)
+        if leader is not None:
+            leader.cancel()
+            await asyncio.gather(leader, return_exceptions=True)
+        await self.leader.release()
         for task in list(self._tasks.values()):
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.scheduler.wait_for_bindings(), 10)
         await self.api.close()
+        if self.election_api is not None:
+            await self.election_api.close()
         metrics.stop(self._server)
 
     @property
@@ -415,7 +470,7 @@ class SchedulerRuntime:
 
     def stats(self) -> dict[str, Any]:
         return {
-            "leading": self.leader.leading.is_set(),
+            "leading": self.leader.is_leading(),
             "synced": self.synced.is_set(),
             "sync_seconds": self.sync_seconds,
             "first_bind_seconds": self.first_bind_seconds,
@@ -461,6 +516,14 @@ def _env_options() -> Options:
     return opts
 
 
+class _EndlessBackoffs:
+    """Kopf's backoffs, then every 10 s for ever (each request iterates it afresh)."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5, 8)
+        yield from itertools.repeat(10.0)
+
+
 @kopf.on.login()
 def login(**_: Any) -> kopf.ConnectionInfo:
     """Kopf calls this at start, when ``expiration`` passes, and after a 401: all reload it."""
@@ -472,22 +535,19 @@ def login(**_: Any) -> kopf.ConnectionInfo:
 async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     global _RUNTIME
     opts = _env_options()
-    # Peering is our leader election. Kopf's CLI options win where given (``kopf run --peering``).
+    # Leader election is ours (cluster/leader.py says why Kopf's peering loop is not used for it):
+    # Kopf itself runs standalone, so a standby keeps its SchedulerProfiles current too (only the
+    # leader writes their status). Kopf's CLI options still name the peering (``kopf run --peering``).
     if settings.peering.name != "default" or opts.peering == "default":
         opts.peering = settings.peering.name
-    else:
-        settings.peering.name = opts.peering
     opts.standalone = opts.standalone or settings.peering.standalone
-    settings.peering.standalone = opts.standalone
-    settings.peering.clusterwide = True
-    settings.peering.mandatory = not opts.standalone
     if opts.priority is None:
         opts.priority = settings.peering.priority or start_priority()
-    settings.peering.priority = opts.priority
-    # Keep-alives every 1-5 s; a SIGKILLed leader's record expires after `lifetime` seconds.
-    settings.peering.lifetime = opts.peering_lifetime
-    settings.peering.stealth = True
-    # Write nothing Kopf-specific anywhere: no k8s events from Kopf, no CRD scanning (no RBAC).
+    settings.peering.standalone = True
+    settings.peering.mandatory = False
+    # Kopf's API calls (the SchedulerProfile watch) retry for as long as the apiserver is away: its
+    # default backoffs give up after ~54 s, and a failed watcher ends the operator.
+    settings.networking.error_backoffs = _EndlessBackoffs()
     settings.posting.enabled = False
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
@@ -498,7 +558,6 @@ async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     if since is not None:
         logger.info("Kopf started the operator %.2fs after the process started", since)
     runtime = SchedulerRuntime(opts, _credentials(opts))
-    await runtime.ensure_peering_object()
     await runtime.start()
     _RUNTIME = runtime
 

@@ -21,6 +21,21 @@ __all__ = ["add_arguments", "run", "run_loop"]
 T = TypeVar("T")
 
 
+def _seconds(text: str) -> float:
+    """A duration as kube-scheduler's flags take it (``15s``, ``1m30s``, ``500ms``) or plain seconds."""
+    import re
+
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
@@ -47,8 +62,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="peering priority (default: from the start time; older lead)",
     )
+    # kube-scheduler's --leader-elect-* durations and defaults (cluster/leader.py: how they are used).
     parser.add_argument(
-        "--peering-lifetime", type=int, default=10, help="seconds until a silent leader is presumed dead"
+        "--leader-elect-lease-duration",
+        "--peering-lifetime",
+        dest="peering_lifetime",
+        type=_seconds,
+        default=15.0,
+        help="seconds a standby waits after the leader's last renewal it saw before taking over (15s)",
+    )
+    parser.add_argument(
+        "--leader-elect-renew-deadline",
+        dest="renew_deadline",
+        type=_seconds,
+        default=10.0,
+        help="seconds the leader acts on its last successful renewal before it stops (10s)",
+    )
+    parser.add_argument(
+        "--leader-elect-retry-period",
+        dest="retry_period",
+        type=_seconds,
+        default=2.0,
+        help="seconds between renewals and between a standby's tries (2s)",
     )
     port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT", 8080))
     parser.add_argument(
@@ -140,7 +175,13 @@ def run(args: argparse.Namespace) -> int:
         from kopf_scheduler.cluster import operator
         from kopf_scheduler.cluster.leader import start_priority
     from kopf_scheduler.cluster.connection import load_credentials
+    from kopf_scheduler.cluster.leader import ElectionTiming
 
+    try:
+        ElectionTiming(args.peering_lifetime, args.renew_deadline, args.retry_period)
+    except ValueError as exc:
+        print(f"kopf-scheduler: invalid leader election timing: {exc}", file=sys.stderr)
+        return 1
     try:  # before Kopf starts: a kubeconfig that cannot work is a one-line error, not a traceback
         credentials = load_credentials(args.kubeconfig, args.context)
     except kopf.LoginError as exc:
@@ -154,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
         standalone=args.standalone,
         priority=args.priority if args.priority is not None else start_priority(),
         peering_lifetime=args.peering_lifetime,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
         metrics_host=args.metrics_host,
         metrics_port=args.metrics_port or None,
         max_in_flight=args.max_in_flight,

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
 
-__all__ = ["ApiError", "ClusterClient", "Conflict", "NotFound", "TransientError"]
+__all__ = ["ApiError", "ClusterClient", "Conflict", "Fenced", "NotFound", "TransientError"]
 
 
 class ApiError(Exception):
@@ -43,6 +43,14 @@ class Conflict(ApiError):
 
 class NotFound(ApiError):
     """404: the pod (or node) is gone."""
+
+
+class Fenced(ApiError):
+    """Nothing was sent: this replica no longer holds the lead (its renew deadline passed).
+
+    Like any failed write: a bind fails and the pod goes back to the queue (whoever leads next
+    schedules it); an event or condition is dropped.
+    """
 
 
 @runtime_checkable
