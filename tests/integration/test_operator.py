@@ -118,6 +118,7 @@ def test_manifests_are_accepted_by_the_apiserver(control_plane: ControlPlane, sa
         ("create", "services", False),
         ("patch", "schedulerprofiles.kopfscheduler.io --subresource=status", True),
         ("patch", "clusterkopfpeerings.kopf.dev", True),
+        ("get", "clusterkopfpeerings.kopf.dev", True),  # leader election reads before it writes
         ("create", "pods", False),
         ("update", "pods", False),
         ("patch", "pods", False),
