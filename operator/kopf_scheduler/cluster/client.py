@@ -28,7 +28,7 @@ import orjson
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cluster.connection import Credentials
-from kopf_scheduler.cluster.http11 import Http11Pool, ProtocolError
+from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
 
@@ -48,10 +48,19 @@ STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 KEEPALIVE_SECONDS = 60.0
 EVENT_SERIES_WINDOW = 6 * 60.0  # client-go's events: isomorphic events within 6 min become a series
+MAX_RETRIES = 10  # client-go's Request.maxRetries default
+
+# One attempt's answer: (status, its Retry-After header if a 429 or 5xx has one, body).
+_Answer = tuple[int, str | None, bytes]
 
 
 class Gone(ApiError):
     """410: the resourceVersion is too old; the informer must re-list."""
+
+
+class _Disconnected(ApiError):
+    """The connection was reset or closed before the whole answer came (client-go's
+    ``net.IsConnectionReset`` or ``IsProbableEOF``): the request may have been applied."""
 
 
 def now_rfc3339(micro: bool = False) -> str:
@@ -120,7 +129,8 @@ def _error(status: int, text: str, what: str) -> ApiError:
 def _connection_error(exc: BaseException, method: str, url: str, what: str) -> ApiError:
     """A request that got no answer. A refused connection is certainly not applied and is
     retriable (``net.IsConnectionRefused``), worded as client-go words it; a reset or timeout
-    may have been applied, so it stays a plain ApiError."""
+    may have been applied, so it stays an ApiError (a reset or early close a ``_Disconnected``,
+    which a GET retries)."""
     os_error = getattr(exc, "os_error", None)
     if (
         isinstance(exc, aiohttp.ClientConnectorError)
@@ -128,7 +138,23 @@ def _connection_error(exc: BaseException, method: str, url: str, what: str) -> A
     ):
         host = f"{exc.host}:{exc.port}"
         return TransientError(f'{method.capitalize()} "{url}": dial tcp {host}: connect: connection refused')
-    return ApiError(f"{what}: {type(exc).__name__}: {exc}")
+    message = f"{what}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError) or (
+        isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE)
+    ):
+        return _Disconnected(message)
+    return ApiError(message)
+
+
+def _retry_wait(status: int, retry_after: str | None) -> float | None:
+    """client-go's ``checkWait``: seconds to wait before sending again, for a 429 or a 5xx with an
+    integer ``Retry-After`` (``strconv.Atoi``: no HTTP date); None when it is not to be retried."""
+    if retry_after is None or not (status == 429 or status >= 500):
+        return None
+    try:
+        return float(max(0, int(retry_after)))
+    except ValueError:
+        return None
 
 
 def list_page(data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str, str]:
@@ -150,6 +176,8 @@ def list_page(data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str, str]:
 class ApiClient:
     """A thin async apiserver client: requests, paginated lists and watch streams."""
 
+    pool_class: type[Http11Pool] = Http11Pool  # the lean pool (a benchmark swaps in variants)
+
     def __init__(
         self,
         credentials: Credentials,
@@ -158,10 +186,14 @@ class ApiClient:
         request_timeout: float = 30.0,
         user_agent: str = "kopf-scheduler",
         lean_requests: bool = True,
+        max_retries: int = MAX_RETRIES,
+        max_retry_wait: float = 30.0,
     ) -> None:
         self.credentials = credentials
         self.server = credentials.server
         self.request_timeout = request_timeout
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
         self._limit = asyncio.Semaphore(max_in_flight)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -238,25 +270,54 @@ class ApiClient:
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
     ) -> Any:
-        """One request within the in-flight bound; maps errors; retries once after a 401 (token rotation)."""
+        """One request within the in-flight bound, errors mapped; sent again after a 401 that a
+        credential reload cures (token rotation) and where client-go would (``_retrying``)."""
         # orjson: encoding and decoding are a few percent of our CPU per pod in SchedulingBasic
         # (a bind, an event, two watch events), several times cheaper than the json module.
         data = orjson.dumps(body) if body is not None else None
-        async with self._limit:
-            pool = self._pool()
-            if pool is not None:
-                raw = await self._send_lean(pool, method, path, data, params, content_type)
-            else:
-                raw = await self._send(
-                    method,
-                    path,
-                    data=data,
-                    params=params,
-                    content_type=content_type,
-                    timeout=aiohttp.ClientTimeout(total=self.request_timeout),
-                    what=f"{method} {path}",
-                )
+        what = f"{method} {path}"
+
+        async def attempt() -> _Answer:
+            async with self._limit:  # released while a Retry-After is waited out
+                pool = self._pool()
+                if pool is not None:
+                    return await self._send_lean(pool, method, path, data, params, content_type, what)
+                timeout = aiohttp.ClientTimeout(total=self.request_timeout)
+                exchange = self._aiohttp_exchange(method, path, data, params, content_type, timeout, what)
+                return await self._authorized(exchange)
+
+        raw = await self._retrying(method, what, attempt)
         return orjson.loads(raw) if raw else None
+
+    async def _retrying(self, method: str, what: str, attempt: Callable[[], Awaitable[_Answer]]) -> bytes:
+        """The body of ``attempt``'s success, after as many attempts as client-go would make.
+
+        client-go's ``Request.request`` with its ``withRetry``: up to ``max_retries`` (10) more
+        attempts, for any method, when a 429 or 5xx answer carries an integer ``Retry-After``
+        (``checkWait``), after that many seconds; and for a GET only, when the connection was reset
+        or closed before the answer, after 1 s (a write may have been applied). client-go bounds
+        the wait only by the request's context, which kube-scheduler's writes do not set; here a
+        wait over ``max_retry_wait`` is not waited out but fails the request at once (the caller's
+        own backoff then applies) rather than holding a bind as long as any server asks.
+        """
+        retries = 0
+        while True:
+            try:
+                status, retry_after, raw = await attempt()
+            except _Disconnected as exc:
+                if method != "GET" or retries >= self.max_retries:
+                    raise
+                wait, why = 1.0, str(exc)
+            else:
+                if status < 400:
+                    return raw
+                asked = _retry_wait(status, retry_after)
+                if asked is None or retries >= self.max_retries or asked > self.max_retry_wait:
+                    raise _error(status, raw.decode("utf-8", "replace"), what)
+                wait, why = asked, f"{status}, Retry-After: {retry_after}"
+            retries += 1
+            logger.info("%s: retry %d in %gs (%s)", what, retries, wait, why)
+            await asyncio.sleep(wait)
 
     def _pool(self) -> Http11Pool | None:
         """The lean keep-alive pool for small requests; None where aiohttp must go (a proxy)."""
@@ -277,7 +338,7 @@ class ApiClient:
             asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, pool.close)
         scheme = urlsplit(self.server).scheme
         context = info.as_ssl_context() if scheme == "https" else None
-        self._lean = Http11Pool(
+        self._lean = self.pool_class(
             self.server,
             context,
             server_hostname=creds.tls_server_name,
@@ -295,42 +356,44 @@ class ApiClient:
         data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str,
-    ) -> bytes:
-        """``_send`` on the lean pool: the same error mapping and 401 retry."""
-        what = f"{method} {path}"
+        what: str,
+    ) -> _Answer:
+        """One attempt on the lean pool, with the 401 retry; connection errors mapped as
+        ``_aiohttp_exchange`` maps aiohttp's."""
         target = f"{path}?{urlencode(params)}" if params else path
 
-        async def exchange(headers: Mapping[str, str]) -> tuple[int, bytes]:
+        async def exchange(headers: Mapping[str, str]) -> _Answer:
             lines = self._header_lines(headers)
             if data is not None:
                 lines += b"Content-Type: " + content_type.encode() + b"\r\n"
             try:
-                return await pool.request(method, target, lines, data, self.request_timeout)
+                answer = await pool.request(method, target, lines, data, self.request_timeout)
+            except ConnectionClosed as exc:
+                raise _Disconnected(f"{what}: {exc}") from exc
             except (OSError, ProtocolError, ValueError) as exc:
                 if isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED:
                     url = self.server + path
                     refused = f"dial tcp {pool.host}:{pool.port}: connect: connection refused"
                     raise TransientError(f'{method.capitalize()} "{url}": {refused}') from exc
+                if isinstance(exc, ConnectionResetError):
+                    raise _Disconnected(f"{what}: {exc}") from exc
                 raise ApiError(f"{what}: {type(exc).__name__}: {exc}") from exc
+            status = answer.status
+            retry_after = answer.header("Retry-After") if status == 429 or status >= 500 else None
+            return status, retry_after, answer.body
 
-        return await self._authorized(exchange, what)
+        return await self._authorized(exchange)
 
-    async def _authorized(
-        self, exchange: Callable[[Mapping[str, str]], Awaitable[tuple[int, bytes]]], what: str
-    ) -> bytes:
-        """``exchange`` with the current credential's headers: once more after a 401 that a reload
-        may cure (token rotation); error answers mapped like client-go's."""
+    async def _authorized(self, exchange: Callable[[Mapping[str, str]], Awaitable[_Answer]]) -> _Answer:
+        """``exchange`` with the current credential's headers, once more after a 401 that a
+        reload may cure (token rotation)."""
         creds = self.credentials
-        for attempt in (0, 1):
-            headers = await creds.headers()
-            used = creds.loaded
-            status, raw = await exchange(headers)
-            if status == 401 and attempt == 0 and await creds.rejected(used):
-                continue
-            if status >= 400:
-                raise _error(status, raw.decode("utf-8", "replace"), what)
-            return raw
-        raise AssertionError("unreachable")
+        headers = await creds.headers()
+        used = creds.loaded
+        answer = await exchange(headers)
+        if answer[0] == 401 and await creds.rejected(used):
+            answer = await exchange(await creds.headers())
+        return answer
 
     def _header_lines(self, headers: Mapping[str, str]) -> bytes:
         """The credential's header lines, encoded once per credential load."""
@@ -341,21 +404,20 @@ class ApiClient:
         self._header_cache = (headers, lines)
         return lines
 
-    async def _send(
+    def _aiohttp_exchange(
         self,
         method: str,
         path: str,
-        *,
-        data: bytes | None = None,
-        params: Mapping[str, str] | None = None,
-        content_type: str = "application/json",
+        data: bytes | None,
+        params: Mapping[str, str] | None,
+        content_type: str,
         timeout: aiohttp.ClientTimeout,
         what: str,
-    ) -> bytes:
-        """The response body as bytes; errors mapped; one retry after a 401 (token rotation)."""
+    ) -> Callable[[Mapping[str, str]], Awaitable[_Answer]]:
+        """One exchange on aiohttp, given the credential's headers."""
         creds = self.credentials
 
-        async def exchange(auth: Mapping[str, str]) -> tuple[int, bytes]:
+        async def exchange(auth: Mapping[str, str]) -> _Answer:
             headers = dict(auth)
             if data is not None:
                 headers["Content-Type"] = content_type
@@ -370,11 +432,28 @@ class ApiClient:
                     proxy=creds.info.proxy_url,
                     server_hostname=creds.tls_server_name,
                 ) as resp:
-                    return resp.status, await resp.read()
+                    status = resp.status
+                    retry_after = resp.headers.get("Retry-After") if status == 429 or status >= 500 else None
+                    return status, retry_after, await resp.read()
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise _connection_error(exc, method, self.server + path, what) from exc
 
-        return await self._authorized(exchange, what)
+        return exchange
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        data: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout,
+        what: str,
+    ) -> bytes:
+        """The response body on aiohttp (listings), errors mapped, retried as ``request`` is."""
+        exchange = self._aiohttp_exchange(method, path, data, params, content_type, timeout, what)
+        return await self._retrying(method, what, lambda: self._authorized(exchange))
 
     async def list_pages(
         self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500
