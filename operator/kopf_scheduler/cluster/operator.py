@@ -18,7 +18,7 @@ import random
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.leader import ApiPeeringStore, ElectionTiming, LeaderGate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
+from kopf_scheduler.cluster.supervise import supervise
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound
 
 __all__ = ["Options", "SchedulerRuntime", "configure"]
@@ -347,21 +348,6 @@ class SchedulerRuntime:
             task.add_done_callback(lambda _: self._tasks.pop(name, None))
         return task
 
-    async def _supervised(self, name: str, factory: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-        """Run ``factory()`` for ever: restarted with backoff when it fails, ``/healthz`` false meanwhile."""
-        delay = 0.5
-        while True:
-            try:
-                await factory()
-                why = "ended"
-            except Exception as exc:
-                why = f"failed: {exc!r}"
-                logger.exception("%s %s; restarting in %.1fs", name, why, delay)
-            self._crashed[name] = why
-            await asyncio.sleep(delay)
-            self._crashed.pop(name, None)
-            delay = min(delay * 2, 10.0)
-
     def _crashed_tasks(self) -> str | None:
         return "; ".join(f"{name} {why}" for name, why in self._crashed.items()) or None
 
@@ -394,7 +380,7 @@ class SchedulerRuntime:
         self._spawn("heartbeat", self.health.heartbeat())
         for informer in self.informers():
             self._spawn(f"informer-{informer.kind}", informer.run())
-        self._spawn("leader", self._supervised("leader election", self.leader.run))
+        self._spawn("leader", supervise("leader election", self.leader.run, self._crashed))
         self._spawn("scheduling", self._schedule_while_leading())
 
     async def wait_synced(self) -> None:
