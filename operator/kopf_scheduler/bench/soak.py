@@ -2,11 +2,14 @@
 
 Not part of CI. Pods arrive at a fixed rate; once the population reaches its target, the oldest pods
 are deleted (grace period 0: no kubelet here) as new ones arrive, so the scheduler sees a constant
-stream of adds, binds and deletes. Sampled: the scheduler's RSS and the create-to-bound latency
-(client-side create time to the watch event that shows ``nodeName``), p50/p99 over the first and
-the last window. The run ends with the invariant checker.
+stream of adds, binds and deletes. Sampled every 30 s: the scheduler's RSS and its asyncio task
+count (``kopf_scheduler_asyncio_tasks``); the slopes of both over the last half of the run (least
+squares, per hour) are what a leak would show. Also the create-to-bound latency (client-side create
+time to the watch event that shows ``nodeName``), p50/p99 over the first and the last window. The
+scheduler runs with leader election on (a peering of its own), as a Deployment runs it. The run
+ends with the invariant checker.
 
-    python -m kopf_scheduler.bench.soak --minutes 10 --rate 10
+    python -m kopf_scheduler.bench.soak --minutes 60 --rate 10 --json soak.json
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ class SoakResult:
     deleted: int = 0
     bound: int = 0
     rss_mb: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, MiB)
+    tasks: list[tuple[float, float]] = field(default_factory=list)  # (seconds since start, tasks)
+    # Over the last half of the run: least-squares slope per hour, and the range.
+    rss_slope_mb_per_hour: float = float("nan")
+    tasks_slope_per_hour: float = float("nan")
+    rss_range_mb: tuple[float, float] = (float("nan"), float("nan"))
+    tasks_range: tuple[float, float] = (float("nan"), float("nan"))
     latency_start: dict[str, float] = field(default_factory=dict)
     latency_end: dict[str, float] = field(default_factory=dict)
     checker: str = ""
@@ -52,6 +61,33 @@ def _pct(values: Sequence[float], q: float) -> float:
 def _window(samples: Sequence[tuple[float, float]], lo: float, hi: float) -> dict[str, float]:
     vals = [lat for t, lat in samples if lo <= t < hi]
     return {"n": float(len(vals)), "p50_ms": _pct(vals, 0.5) * 1000, "p99_ms": _pct(vals, 0.99) * 1000}
+
+
+def slope_per_hour(samples: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(seconds, value)`` samples, in value per hour."""
+    n = len(samples)
+    if n < 2:
+        return float("nan")
+    mt = sum(t for t, _ in samples) / n
+    mv = sum(v for _, v in samples) / n
+    var = sum((t - mt) ** 2 for t, _ in samples)
+    if var == 0:
+        return float("nan")
+    return sum((t - mt) * (v - mv) for t, v in samples) / var * 3600
+
+
+def _metric(port: int, name: str) -> float | None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 def _free_port() -> int:
@@ -98,7 +134,7 @@ def soak(
     log = open(f"/tmp/{ns}-scheduler.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", kubeconfig, "--standalone"),
+            *(sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", kubeconfig, "--peering", ns),
             *("--namespace", ns, "--metrics-host", "127.0.0.1", "--metrics-port", str(port)),
         ],
         stdout=log,
@@ -150,6 +186,9 @@ def soak(
             tick = time.monotonic()
             if tick >= next_rss:
                 result.rss_mb.append((tick - t0, ps.memory_info().rss / 2**20))
+                tasks = _metric(port, "kopf_scheduler_asyncio_tasks")
+                if tasks is not None:
+                    result.tasks.append((tick - t0, tasks))
                 next_rss = tick + 30
             name = f"s-{i}"
             i += 1
@@ -181,6 +220,14 @@ def soak(
         time.sleep(5)
         result.rss_mb.append((time.monotonic() - t0, ps.memory_info().rss / 2**20))
         span = time.monotonic() - t0
+        rss = [(t, v) for t, v in result.rss_mb if t >= span / 2]
+        tasks_half = [(t, v) for t, v in result.tasks if t >= span / 2]
+        result.rss_slope_mb_per_hour = slope_per_hour(rss)
+        result.tasks_slope_per_hour = slope_per_hour(tasks_half)
+        if rss:
+            result.rss_range_mb = (min(v for _, v in rss), max(v for _, v in rss))
+        if tasks_half:
+            result.tasks_range = (min(v for _, v in tasks_half), max(v for _, v in tasks_half))
         window = min(120.0, span / 4)
         result.latency_start = _window(latencies, 0, window)
         result.latency_end = _window(latencies, span - window - 5, span)

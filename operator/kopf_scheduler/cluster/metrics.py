@@ -45,6 +45,7 @@ BIND_ERRORS = Counter(
 LEADER = Gauge("kopf_scheduler_leader", "1 while this replica is the elected scheduler.")
 SYNC_SECONDS = Gauge("kopf_scheduler_initial_sync_seconds", "Time from start to the first full listing.")
 LOOP_LAG = Gauge("kopf_scheduler_event_loop_lag_seconds", "Age of the event loop's last heartbeat.")
+TASKS = Gauge("kopf_scheduler_asyncio_tasks", "asyncio tasks alive at the last heartbeat (a leak shows here).")
 
 
 class Health:
@@ -59,6 +60,7 @@ class Health:
     async def heartbeat(self, period: float = 1.0) -> None:
         while True:
             self.beat = time.monotonic()
+            TASKS.set(len(asyncio.all_tasks()))
             await asyncio.sleep(period)
 
     def live(self) -> tuple[bool, str]:
