@@ -392,6 +392,22 @@ async def test_retries_end_after_max_retries(server: Server) -> None:
     assert len(server.seen) == 4  # the first attempt and three retries
 
 
+async def test_a_write_is_not_sent_again_once_the_fence_closes(server: Server) -> None:
+    """A replica that lost the lead while waiting out a Retry-After sends nothing more."""
+    server.handlers += [ok(STATUS_429, "429 Too Many Requests", b"Retry-After: 0\r\n"), ok()]
+    leading = [True]
+    api = _client(server, True)
+    api.write_fence = lambda: leading[0]
+    try:
+        leading[0] = False
+        with pytest.raises(ApiError) as info:
+            await api.request("POST", "/api/v1/namespaces/ns/pods/p/binding", body={})
+        assert info.value.status == 429
+    finally:
+        await api.close()
+    assert len(server.seen) == 1
+
+
 async def test_a_get_is_retried_after_a_lost_connection(server: Server) -> None:
     """client-go sends a GET again 1 s after a reset or an early close (a fresh connection, so not
     the transport's own retry)."""

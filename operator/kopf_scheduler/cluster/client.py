@@ -194,6 +194,9 @@ class ApiClient:
         self.request_timeout = request_timeout
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
+        # Asked before a write is sent again after a wait: False (this replica no longer holds
+        # the lead) fails it with the last error instead.
+        self.write_fence: Callable[[], bool] | None = None
         self._limit = asyncio.Semaphore(max_in_flight)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -302,22 +305,27 @@ class ApiClient:
         """
         retries = 0
         while True:
+            failure: ApiError
             try:
                 status, retry_after, raw = await attempt()
             except _Disconnected as exc:
                 if method != "GET" or retries >= self.max_retries:
                     raise
-                wait, why = 1.0, str(exc)
+                wait, why, failure = 1.0, str(exc), exc
             else:
                 if status < 400:
                     return raw
                 asked = _retry_wait(status, retry_after)
+                failure = _error(status, raw.decode("utf-8", "replace"), what)
                 if asked is None or retries >= self.max_retries or asked > self.max_retry_wait:
-                    raise _error(status, raw.decode("utf-8", "replace"), what)
+                    raise failure
                 wait, why = asked, f"{status}, Retry-After: {retry_after}"
             retries += 1
-            logger.info("%s: retry %d in %gs (%s)", what, retries, wait, why)
+            logger.debug("%s: retry %d in %gs (%s)", what, retries, wait, why)  # client-go: V(4)
             await asyncio.sleep(wait)
+            fence = self.write_fence
+            if fence is not None and method != "GET" and not fence():
+                raise failure  # the lead was lost while waiting: this replica may not write now
 
     def _pool(self) -> Http11Pool | None:
         """The lean keep-alive pool for small requests; None where aiohttp must go (a proxy)."""

@@ -39,7 +39,7 @@ import logging
 import ssl
 import time
 from collections import deque
-from typing import NamedTuple, cast
+from typing import ClassVar, NamedTuple, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -122,6 +122,7 @@ class _Conn(asyncio.Protocol):
         self.max_header = max_header
         self.max_body = max_body
         self.keep = False
+        self.received = False
         self._reset()
         self.answered = True  # nothing asked yet: any byte is unsolicited
 
@@ -241,7 +242,7 @@ class _Conn(asyncio.Protocol):
 class Http11Pool:
     """Keep-alive connections to one server; ``request`` returns a :class:`Response`."""
 
-    connection_class: type[_Conn] = _Conn
+    connection_class: ClassVar[type[_Conn]] = _Conn
 
     def __init__(
         self,
