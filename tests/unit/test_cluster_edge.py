@@ -14,7 +14,7 @@ from aiohttp import web
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.cluster.client import ApiClient, Gone, KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials
-from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
+from kopf_scheduler.cluster.informer import Backoff, Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.profiles import ProfileController
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 
@@ -142,7 +142,7 @@ class FakeApi:
         yield items, rv
 
     async def watch(
-        self, path: str, rv: str, params: Any = None, timeout: int = 300
+        self, path: str, rv: str, params: Any = None, timeout: int = 300, **options: Any
     ) -> AsyncIterator[dict[str, Any]]:
         script = self.watches.pop(0) if self.watches else None
         if script is None:
@@ -172,6 +172,7 @@ async def test_informer_relist_after_410_delivers_missed_deletions() -> None:
             update=lambda old, new: seen.append(("update", new["metadata"]["name"])),
             delete=lambda o: seen.append(("delete", o["metadata"]["name"])),
         ),
+        backoff=Backoff(initial=0.01),
     )
     task = asyncio.ensure_future(informer.run())
     for _ in range(100):

@@ -18,7 +18,7 @@ import socket
 import time
 import urllib.request
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -497,11 +497,28 @@ class ApiClient:
         resource_version: str,
         params: Mapping[str, str] | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Stream watch events (``{"type", "object"}``); ends when the server closes the stream.
+        *,
+        grace: float | None = None,
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Stream watch events (``{"type", "object"}``) until the stream ends.
 
-        Lines are split by hand: a pod can exceed aiohttp's readline limit. A 410 (as HTTP status or
-        as an ERROR event) raises :class:`Gone`. Watches do not count against the in-flight bound.
+        The stream ends (the generator returns) when the server closes it (its ``timeoutSeconds``),
+        and also when the connection breaks after the answer began (a reset, a truncated body) or
+        nothing more came by ``timeout_seconds + grace`` (``WATCH_GRACE_SECONDS`` by default) after
+        the request: client-go's StreamWatcher ends quietly on a probable EOF or a timeout too, and
+        its reflector watches again from the last resourceVersion. The deadline is how a half-open
+        connection (a peer gone without FIN or RST) is noticed: the server closes every watch at
+        ``timeoutSeconds``, so a stream still open ``grace`` seconds later is dead. (client-go
+        notices on HTTP/2 by its 30 s read-idle ping; a watch on HTTP/1.1 has nothing to ping, and
+        a read-idle timeout would cut the healthy watches of quiet kinds, whose bookmarks come
+        about once a minute.)
+
+        Raises when no watch was established (a connection or HTTP error, mapped as ``request``
+        maps them; 410 as :class:`Gone`; the deadline as a plain ApiError), for an ``ERROR`` event
+        (mapped like an error answer of that code), and for a line that is not a watch event
+        (``InternalError``, as client-go's ``ClientWatchDecoding``): the informer re-lists then.
+        Lines are split by hand: a pod can exceed aiohttp's readline limit. Watches do not count
+        against the in-flight bound.
         """
         query = dict(params or {})
         query.update(
@@ -510,42 +527,99 @@ class ApiClient:
             resourceVersion=resource_version,
             timeoutSeconds=str(timeout_seconds),
         )
+        what = f"WATCH {path}"
         creds = self.credentials
         headers = dict(await creds.headers())
         used = creds.loaded
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.request_timeout, sock_read=timeout_seconds + 30
-        )
+        grace = WATCH_GRACE_SECONDS if grace is None else grace
+        deadline = asyncio.get_running_loop().time() + timeout_seconds + grace
+        # The deadline bounds each await separately (asyncio.timeout_at): a timeout scope spanning
+        # the ``yield`` would cancel the consumer's own awaits, not a read of this stream.
         try:
-            async with self.session.get(
-                self.server + path,
-                params=query,
-                headers=headers,
-                timeout=timeout,
-                proxy=creds.info.proxy_url,
-                server_hostname=creds.tls_server_name,
-            ) as resp:
-                if resp.status == 401:
-                    await creds.rejected(used)  # the informer's next watch (or re-list) uses the new one
+            async with asyncio.timeout_at(deadline):
+                resp = await self.session.get(
+                    self.server + path,
+                    params=query,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.request_timeout),
+                    proxy=creds.info.proxy_url,
+                    server_hostname=creds.tls_server_name,
+                )
                 if resp.status >= 400:
-                    raise _error(resp.status, await resp.text(), f"WATCH {path}")
-                buffer = b""
-                async for chunk in resp.content.iter_any():
-                    buffer += chunk
-                    while True:
-                        newline = buffer.find(b"\n")
-                        if newline < 0:
-                            break
-                        line, buffer = buffer[:newline], buffer[newline + 1 :]
-                        if not line.strip():
-                            continue
-                        event = orjson.loads(line)
-                        if event.get("type") == "ERROR":
-                            obj = event.get("object") or {}
-                            raise _error(int(obj.get("code") or 500), json.dumps(obj), f"WATCH {path}")
-                        yield event
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ApiError(f"WATCH {path}: {type(exc).__name__}: {exc}") from exc
+                    async with resp:
+                        if resp.status == 401:
+                            await creds.rejected(used)  # the next watch (or re-list) uses the new one
+                        raise _error(resp.status, await resp.text(), what)
+        except aiohttp.ClientError as exc:  # before TimeoutError: aiohttp's connect timeout is both
+            raise _connection_error(exc, "GET", self.server + path, what) from exc
+        except TimeoutError as exc:
+            raise ApiError(f"{what}: no answer in {timeout_seconds + grace:g}s") from exc
+        async with resp:  # leaving early closes the connection; a stream read to its end is reused
+            pending: list[bytes] = []  # the start of a line split across reads
+            pending_size = 0
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        chunk = await resp.content.readany()
+                except TimeoutError:
+                    logger.info("%s: still open %gs past its timeout; reconnecting", what, grace)
+                    return
+                except (aiohttp.ClientError, OSError) as exc:
+                    logger.debug("%s: stream broken: %s: %s", what, type(exc).__name__, exc)
+                    return
+                if not chunk:
+                    if pending:
+                        logger.debug("%s: stream ended inside an event (%d bytes)", what, pending_size)
+                    return
+                start = 0
+                while (newline := chunk.find(b"\n", start)) >= 0:
+                    line = chunk[start:newline]
+                    start = newline + 1
+                    if pending:
+                        line = b"".join((*pending, line))
+                        pending.clear()
+                        pending_size = 0
+                    if line.strip():
+                        yield _watch_event(line, what)
+                if start < len(chunk):
+                    pending.append(chunk[start:])
+                    pending_size += len(chunk) - start
+                    if pending_size > MAX_WATCH_LINE:
+                        raise _undecodable(what, f"an event longer than {MAX_WATCH_LINE} bytes")
+
+
+# Past a watch's timeoutSeconds, how long its stream may stay open before it is taken for dead.
+WATCH_GRACE_SECONDS = 10.0
+# No object the apiserver stores comes near this (etcd's request limit is 1.5 MiB); a stream that
+# sends more without a newline is not a watch.
+MAX_WATCH_LINE = 64 << 20
+
+
+def _undecodable(what: str, detail: str) -> ApiError:
+    """client-go's ClientWatchDecoding error: a 500 InternalError status."""
+    message = f"{what}: unable to decode an event from the watch stream: {detail}"
+    return TransientError(message, 500, "InternalError")
+
+
+def _watch_event(line: bytes, what: str) -> dict[str, Any]:
+    """One line as a watch event; an ERROR event raised as the error it carries.
+
+    What client-go cannot decode into a ``metav1.WatchEvent`` (not JSON, not an object with a
+    string type and an object, an ERROR whose Status code is not an integer) is a decoding error.
+    """
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise _undecodable(what, f"{exc}: {line[:200]!r}") from exc
+    if type(event) is not dict or type(event.get("type")) is not str or type(event.get("object")) is not dict:
+        raise _undecodable(what, f"not a watch event: {line[:200]!r}")
+    if event["type"] == "ERROR":
+        status = event["object"]
+        code = status.get("code")
+        if type(code) is not int:
+            raise _undecodable(what, f"an ERROR event without an integer code: {line[:200]!r}")
+        raise _error(code, orjson.dumps(status).decode(), what)
+    return event
 
 
 def _environment_proxies() -> bool:

@@ -10,6 +10,13 @@ DELETED event and must be found by diffing the new list against the store). This
 both: :attr:`Informer.synced` and a diff on every re-list. Kopf keeps what it is good at: the
 SchedulerProfile CRs, peering, and probes.
 
+Failures follow client-go's reflector (tools/cache/reflector.go): a watch that ends normally is
+started again at once from the last resourceVersion; any other failure (a 410, a watch closed
+within a second with no event, an undecodable line, an error answer, anything unexpected) waits
+for the reflector's backoff (:class:`Backoff`) and then lists again, which delivers whatever the
+broken watch missed. Nothing ends :meth:`Informer.run` but cancellation: an informer that stopped
+would freeze its kind's cache without a word.
+
 Handlers are plain synchronous callables; they run on the loop between reads and must be quick.
 """
 
@@ -19,6 +26,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,10 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.client import ApiClient, Gone
-from kopf_scheduler.framework.client import ApiError
+from kopf_scheduler.cluster.client import WATCH_GRACE_SECONDS, ApiClient, Gone
+from kopf_scheduler.framework.client import ApiError, TransientError
 
-__all__ = ["Informer", "InformerHandlers", "ResourceKind", "object_key"]
+__all__ = ["MIN_WATCH_TIMEOUT", "Backoff", "Informer", "InformerHandlers", "ResourceKind", "object_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +95,77 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+# A watch asks the apiserver to close it after a random 25-50 s (client-go's reflector draws from
+# [minWatchTimeout, 2*minWatchTimeout) too, with 5 min): the stream's deadline, that plus
+# WATCH_GRACE_SECONDS, is how a dead connection is noticed (ApiClient.watch says why), so a dead
+# connection costs at most 49 + 10 s of blindness. The price is a watch request per kind every
+# ~37 s, served from the apiserver's watch cache; the bookmark it sends 2 s before closing keeps
+# the resourceVersion fresh, so the next watch starts where this one stopped.
+MIN_WATCH_TIMEOUT = 25.0
+# client-go's reflector: a watch that ends this soon with no event is a failure (VeryShortWatchError).
+SHORT_WATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The delay before listing and watching again after a failure: client-go's reflector defaults
+    (``tools/cache/reflector.go``): 0.8 s doubling up to 30 s, each delay plus up to 100% random
+    jitter, and back to 0.8 s every 2 minutes (``wait.Backoff.DelayWithReset``). At worst ~0.22
+    attempts a second per kind, where reconnecting at once would be a busy loop."""
+
+    initial: float = 0.8
+    cap: float = 30.0
+    factor: float = 2.0
+    jitter: float = 1.0
+    reset: float = 120.0
+
+
+class _BackoffManager:
+    """apimachinery's ``backoffManager.Step`` over ``wait.Backoff.Step``, on the monotonic clock.
+
+    The reset is measured from the previous reset (not from the last failure), as there.
+    """
+
+    def __init__(self, policy: Backoff) -> None:
+        self.policy = policy
+        self._restart()
+
+    def _restart(self) -> None:
+        self.duration = self.policy.initial
+        self.steps = math.ceil(self.policy.cap / self.policy.initial) if self.policy.initial > 0 else 0
+        self.last_reset = time.monotonic()
+
+    def step(self) -> float:
+        policy = self.policy
+        if time.monotonic() - self.last_reset > policy.reset:
+            self._restart()
+        current = self.duration
+        if self.steps >= 1:
+            self.steps -= 1
+            self.duration = current * policy.factor
+            if self.duration > policy.cap:
+                self.duration = policy.cap
+                self.steps = 0
+        return current + random.random() * policy.jitter * current
+
+
+class _VeryShortWatch(Exception):
+    """The watch ended within a second with no event (client-go's ``VeryShortWatchError``)."""
+
+
+def _rewatch_only(exc: ApiError) -> bool:
+    """client-go's ``isWatchErrorRetriable``: a refused connection or a 429 means the apiserver is
+    busy or away, not that our list is stale; watch again from where we were, after the backoff.
+    (A refused connection is the only TransientError without an HTTP status: client._connection_error.)"""
+    return exc.status == 429 or (isinstance(exc, TransientError) and exc.status == 0)
+
+
+def _resource_version_unavailable(exc: ApiError) -> bool:
+    """client-go's ``isExpiredError || isTooLargeResourceVersionError`` for a list: the version asked
+    for is compacted away, or not yet seen by this apiserver's watch cache."""
+    return isinstance(exc, Gone) or (exc.status == 504 and "Too large resource version" in str(exc))
+
+
 @dataclass(frozen=True)
 class ResourceKind:
     """What to list and watch: the collection path (all namespaces) and optional selectors."""
@@ -108,7 +187,8 @@ class InformerHandlers(Generic[T]):
 
 
 class Informer(Generic[T]):
-    """List, then watch from the list's resourceVersion; re-list (with a diff) on 410 Gone."""
+    """List, then watch from the list's resourceVersion; after a failure, back off and list again
+    (with a diff against the store)."""
 
     def __init__(
         self,
@@ -117,35 +197,52 @@ class Informer(Generic[T]):
         handlers: InformerHandlers[T],
         *,
         page_size: int = 5000,
-        watch_timeout: int = 300,
-        max_backoff: float = 30.0,
+        min_watch_timeout: float = MIN_WATCH_TIMEOUT,
+        watch_grace: float = WATCH_GRACE_SECONDS,
+        backoff: Backoff = Backoff(),
     ) -> None:
         self.api = api
         self.resource = resource
         self.handlers = handlers
         self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.max_backoff = max_backoff
+        self.min_watch_timeout = min_watch_timeout
+        self.watch_grace = watch_grace
+        self.backoff = backoff
         self.store: dict[str, tuple[str, T]] = {}  # key -> (resourceVersion, parsed)
         self.resource_version = ""
         self.synced = asyncio.Event()
-        self.relists = 0
+        self.relists = 0  # listings completed after the first
+        self.expired = 0  # 410s (the resourceVersion was compacted away)
+        self.missed_deletions = 0  # objects a re-list found gone without their DELETED event
         self.last_sync_seconds = 0.0
+        # client-go's isLastSyncResourceVersionUnavailable: the next listing asks for the latest state.
+        self._list_latest = False
 
     @property
     def kind(self) -> str:
         return self.resource.kind
+
+    @property
+    def dead_connection_seconds(self) -> float:
+        """The longest a dead watch connection can go unnoticed: the longest ``timeoutSeconds``
+        asked for plus the grace after it."""
+        return 2 * self.min_watch_timeout + self.watch_grace
+
+    def _watch_timeout(self) -> int:
+        """A random ``timeoutSeconds`` in [min, 2*min), as client-go's reflector draws it: the
+        reconnections of many informers and replicas spread out instead of coming in step."""
+        return max(1, int(self.min_watch_timeout * (1 + random.random())))
 
     def _parse(self, raw: Mapping[str, Any]) -> T | None:
         try:
             return self.handlers.parse(raw)
         except ObjectError as exc:
             error = exc
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except Exception as exc:
             # A parser gap must cost one object, not the informer (and with it the whole cache).
             error = ObjectError("object", f"{type(exc).__name__}: {exc}")
         logger.warning("Ignoring malformed %s %s: %s", self.kind, object_key(raw), error)
-        self.handlers.invalid(raw, error)
+        self._safely(self.handlers.invalid, raw, error)
         return None
 
     def _safely(self, fn: Callable[..., None], *args: Any) -> None:
@@ -176,19 +273,65 @@ class Informer(Generic[T]):
         if old is not None:
             self._safely(self.handlers.delete, old[1])
 
+    def _list_params(self) -> dict[str, str]:
+        """client-go's ``relistResourceVersion``: the first listing at ``0`` (any version the
+        apiserver's watch cache has), a re-list at least as new as what we have seen (the cache
+        serves it without a read from etcd), the latest (a quorum read) when that version is
+        unavailable."""
+        params = dict(self.resource.params)
+        if not self.synced.is_set():
+            version = "0"
+        elif self._list_latest:
+            version = ""
+        else:
+            version = self.resource_version
+        if version:
+            params.update(resourceVersion=version, resourceVersionMatch="NotOlderThan")
+        return params
+
     async def list(self) -> None:
         """Full listing; on a re-list, deliver the diff against the store (deletions included).
 
         Pages are fetched one ahead while the current one is parsed, so the apiserver's time to
-        serve a page overlaps ours to parse the previous one. The first listing asks for
-        ``resourceVersion=0`` (served from the apiserver's watch cache, like client-go's reflector);
-        a re-list after 410 asks for the latest state. (The watch cache ignores ``limit`` at
-        ``resourceVersion=0``: the first listing is one page.) The cyclic GC is paused meanwhile.
+        serve a page overlaps ours to parse the previous one. The version asked for is
+        :meth:`_list_params`'s; when the apiserver no longer (or not yet) has it, the listing is
+        made again at once for the latest state, as client-go does. (The watch cache ignores
+        ``limit`` at ``resourceVersion=0``: the first listing is one page.) The cyclic GC is paused
+        meanwhile.
         """
         start = time.monotonic()
-        params = dict(self.resource.params)
-        if not self.synced.is_set():
-            params.update(resourceVersion="0", resourceVersionMatch="NotOlderThan")
+        relist = self.synced.is_set()
+        params = self._list_params()
+        try:
+            seen, rv = await self._list_pages(params)
+        except ApiError as exc:
+            if "resourceVersion" not in params or not _resource_version_unavailable(exc):
+                raise
+            logger.info("%s listing at %s failed (%s); listing the latest", self.kind, params, exc)
+            self._list_latest = True
+            seen, rv = await self._list_pages(self._list_params())
+        self._list_latest = False
+        gone = [k for k in self.store if k not in seen]
+        for key in gone:
+            _, old = self.store.pop(key)
+            self._safely(self.handlers.delete, old)
+        self.resource_version = rv
+        self.last_sync_seconds = time.monotonic() - start
+        if relist:
+            self.relists += 1
+            self.missed_deletions += len(gone)
+        logger.info(
+            "%s %d %s objects in %.2fs%s",
+            "Re-listed" if relist else "Listed",
+            len(self.store),
+            self.kind,
+            self.last_sync_seconds,
+            f" ({len(gone)} gone meanwhile)" if gone else "",
+        )
+        self.synced.set()
+
+    async def _list_pages(self, params: Mapping[str, str]) -> tuple[set[str], str]:
+        """Every page ingested (upserts only); the keys seen and the listing's resourceVersion."""
         pages: asyncio.Queue[tuple[list[dict[str, Any]], str] | BaseException | None] = asyncio.Queue(
             maxsize=1
         )
@@ -212,6 +355,9 @@ class Informer(Generic[T]):
                         raise page
                     items, rv = page
                     for n, raw in enumerate(items):
+                        if type(raw) is not dict:
+                            logger.warning("Ignoring a %s list item that is not an object", self.kind)
+                            continue
                         key = object_key(raw)
                         seen.add(key)
                         prior = self.store.get(key)
@@ -221,17 +367,14 @@ class Informer(Generic[T]):
                             await asyncio.sleep(0)  # binds and watch handlers run between chunks
         finally:
             fetcher.cancel()
-        for key in [k for k in self.store if k not in seen]:
-            _, old = self.store.pop(key)
-            self._safely(self.handlers.delete, old)
-        self.resource_version = rv
-        self.last_sync_seconds = time.monotonic() - start
-        logger.info("Listed %d %s objects in %.2fs", len(self.store), self.kind, self.last_sync_seconds)
-        self.synced.set()
+        return seen, rv
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
-        obj = event.get("object") or {}
+        obj = event.get("object")
+        if not isinstance(obj, Mapping):
+            logger.warning("Ignoring a %s %s event without an object", self.kind, kind)
+            return
         rv = _rv(obj)
         if kind == "BOOKMARK":
             pass
@@ -239,32 +382,56 @@ class Informer(Generic[T]):
             self._upsert(obj)
         elif kind == "DELETED":
             self._remove(obj)
+        else:
+            logger.warning("Ignoring an unknown %s watch event %r", self.kind, kind)
         if rv:
             self.resource_version = rv
 
     async def run(self) -> None:
-        """Forever: list, watch; survive apiserver restarts and network errors with jittered backoff."""
-        backoff = 0.5
-        need_list = True
+        """Forever, as client-go's ``Reflector.Run``: list, watch, and after any failure wait for
+        the backoff and list again. Only cancellation ends it."""
+        backoff = _BackoffManager(self.backoff)
         while True:
             try:
-                if need_list:
-                    await self.list()
-                    need_list = False
-                events = 0
-                async for event in self.api.watch(
-                    self.resource.path, self.resource_version, self.resource.params, self.watch_timeout
-                ):
-                    self._apply(event)
-                    events += 1
-                    if events % 500 == 0:
-                        await asyncio.sleep(0)
-                backoff = 0.5
-            except Gone:
-                logger.info("%s watch expired (410); re-listing", self.kind)
-                self.relists += 1
-                need_list = True
+                await self.list()
+                await self._watch(backoff)
+            except Exception as exc:
+                delay = backoff.step()
+                self._report(exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _watch(self, backoff: _BackoffManager) -> None:
+        """Watch from the last resourceVersion, again and again while the watches end normally
+        (client-go's ``Reflector.watch``); raises when the informer must list again."""
+        path, params = self.resource.path, self.resource.params
+        while True:
+            started = time.monotonic()
+            events = 0
+            stream = self.api.watch(
+                path, self.resource_version, params, self._watch_timeout(), grace=self.watch_grace
+            )
+            try:
+                async with contextlib.aclosing(stream):
+                    async for event in stream:
+                        self._apply(event)
+                        events += 1
+                        if events % 500 == 0:
+                            await asyncio.sleep(0)
             except ApiError as exc:
-                logger.warning("%s list/watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
-                await asyncio.sleep(backoff * (0.5 + random.random()))
-                backoff = min(backoff * 2, self.max_backoff)
+                if not _rewatch_only(exc):
+                    raise
+                delay = backoff.step()
+                logger.info("%s watch failed: %s; watching again in %.1fs", self.kind, exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            if events == 0 and time.monotonic() - started < SHORT_WATCH_SECONDS:
+                raise _VeryShortWatch(f"the {self.kind} watch ended at once with no event")
+
+    def _report(self, exc: Exception, delay: float) -> None:
+        if isinstance(exc, Gone):
+            self.expired += 1
+            logger.info("%s watch expired (%s); re-listing in %.1fs", self.kind, exc, delay)
+        elif isinstance(exc, ApiError | _VeryShortWatch):
+            logger.warning("%s list/watch failed: %s; re-listing in %.1fs", self.kind, exc, delay)
+        else:
+            logger.exception("%s list/watch failed unexpectedly; re-listing in %.1fs", self.kind, delay)
