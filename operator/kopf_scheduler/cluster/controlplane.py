@@ -153,7 +153,8 @@ def _kubeconfig(server: str, user: str, token: str, ca_pem: bytes) -> str:
 class ControlPlane:
     """etcd + kube-apiserver on free loopback ports, with RBAC on and an admin kubeconfig; with
     ``controllers``, kube-controller-manager too (ResourceClaimTemplates become claims, ReplicaSets
-    make pods, PDBs get a status, as in a real cluster)."""
+    make pods, PDBs get a status, as in a real cluster). ``apiserver_args`` come after the
+    defaults, so a flag given there wins (e.g. ``--etcd-compaction-interval=1s``)."""
 
     def __init__(
         self,
@@ -163,6 +164,7 @@ class ControlPlane:
         log_to_files: bool = True,
         controllers: bool = False,
         workloads: bool = False,
+        apiserver_args: Sequence[str] = (),
     ) -> None:
         self.bin_path = binary or build()
         self._own_workdir = workdir is None
@@ -175,6 +177,7 @@ class ControlPlane:
         self.admin_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.controllers = controllers
         self.workloads = workloads
+        self.apiserver_args = list(apiserver_args)
         self.controller_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -314,6 +317,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 *self.workload_args(),
                 "--v=0",
+                *self.apiserver_args,
             ],
         )
 
