@@ -79,5 +79,5 @@ def new_engine(
         def is_responsible(pod: Pod) -> bool:
             return pod.scheduler_name in profile_set
 
-    handlers = EventHandlers(cache, queue, is_responsible)
+    handlers = EventHandlers(cache, queue, is_responsible, reject_waiting_pod=scheduler.reject_waiting_pod)
     return Engine(cache, queue, profile_set, scheduler, handlers)

@@ -43,16 +43,23 @@ def _le_priority(priority: int) -> Callable[[Pod], bool]:
 
 
 class EventHandlers:
-    """``reject_waiting_pod(uid) -> bool`` may be set by the scheduler so that deleting a pod
-    waiting at Permit rejects it instead of forgetting it under the binding cycle's feet."""
+    """``reject_waiting_pod(pod) -> bool`` (the scheduler's, wired by ``new_engine``) rejects a
+    deleted pod that waits at Permit, as the reference's ``RejectWaitingPod``: its binding cycle
+    then unreserves and forgets it. Forgetting it here instead would free its room in the cache
+    while its Reserve plugins still hold theirs and its binding cycle still waits to bind it."""
 
     def __init__(
-        self, cache: SchedulerCache, queue: SchedulingQueue, is_responsible: Callable[[Pod], bool]
+        self,
+        cache: SchedulerCache,
+        queue: SchedulingQueue,
+        is_responsible: Callable[[Pod], bool],
+        *,
+        reject_waiting_pod: Callable[[Pod], bool] | None = None,
     ) -> None:
         self.cache = cache
         self.queue = queue
         self.is_responsible = is_responsible
-        self.reject_waiting_pod: Callable[[str], bool] | None = None
+        self.reject_waiting_pod = reject_waiting_pod
 
     # -- pods --
 
@@ -132,6 +139,11 @@ class EventHandlers:
             return  # a resync carrying the same object
         if self.cache.is_assumed(new.uid):
             if new.deletion_timestamp and not old.deletion_timestamp:
+                if self.queue.is_known(new.uid):
+                    # Still in its cycle (waiting at Permit): should it come back, it comes back
+                    # as being deleted, and is dropped, as the reference requeues the informer's
+                    # latest version of a failed pod.
+                    self.queue.update(old, new)
                 self._handle_assumed_pod_deletion(new)
             return
         self.queue.update(old, new)
@@ -154,7 +166,7 @@ class EventHandlers:
         assumed = self.cache.get_pod(pod.uid)
         if assumed is None:
             return
-        rejected = self.reject_waiting_pod is not None and self.reject_waiting_pod(pod.uid)
+        rejected = self.reject_waiting_pod is not None and self.reject_waiting_pod(assumed)
         if not rejected:
             try:
                 self.cache.forget_pod(assumed)

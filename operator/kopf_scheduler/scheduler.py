@@ -167,20 +167,31 @@ class ProfileSet:
         self.services = services
         self._queue = queue
         for name, fw in list(self.frameworks.items()):
-            self.frameworks[name] = services.build(fw.profile, self.registry)
+            self.frameworks[name] = self._replacing(fw, services.build(fw.profile, self.registry))
         self._configure_queue()
 
     def set(self, spec: SchedulerProfileSpec) -> Framework:
         services = self.services if self.services is not None else FrameworkServices()
         fw = services.build(spec, self.registry)
-        self.frameworks[spec.scheduler_name] = fw
+        old = self.frameworks.get(spec.scheduler_name)
+        self.frameworks[spec.scheduler_name] = self._replacing(old, fw) if old is not None else fw
         self._configure_queue()
         return fw
 
+    @staticmethod
+    def _replacing(old: Framework, new: Framework) -> Framework:
+        """``new`` takes over the pods waiting at Permit under ``old`` (their binding cycles still
+        run with ``old``): a pod deleted meanwhile is still found and rejected, and the new
+        profile's Permit plugins see them as the old one's did."""
+        new.waiting_pods = old.waiting_pods
+        return new
+
     def remove(self, name: str) -> None:
-        self.frameworks.pop(name, None)
+        old = self.frameworks.pop(name, None)
         if name == DEFAULT_SCHEDULER_NAME and self.with_default:
-            self.set(default_profile(DEFAULT_SCHEDULER_NAME, self.registry))
+            fw = self.set(default_profile(DEFAULT_SCHEDULER_NAME, self.registry))
+            if old is not None:
+                self._replacing(old, fw)
         else:
             self._configure_queue()
 
@@ -404,7 +415,7 @@ class Scheduler:
                 # A pod already queued needs no task and no wait: per-pod overhead while draining.
                 qpi = self.queue.pop_nowait()
                 if qpi is not None:
-                    await self.schedule_one(qpi)
+                    await self._schedule_one_guarded(qpi)
                     await asyncio.sleep(0)  # let binding tasks and watch handlers run
                     continue
                 pop = asyncio.ensure_future(self.queue.pop())
@@ -415,7 +426,7 @@ class Scheduler:
                 qpi = pop.result()
                 if qpi is None:  # queue closed
                     break
-                await self.schedule_one(qpi)
+                await self._schedule_one_guarded(qpi)
                 await asyncio.sleep(0)  # let binding tasks and watch handlers run
         finally:
             stop_wait.cancel()
@@ -423,6 +434,19 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def _schedule_one_guarded(self, qpi: QueuedPodInfo) -> None:
+        """``schedule_one``, which must never end the loop: plugin exceptions are Error statuses
+        already (the framework's doing); what still escapes is a bug of ours, logged here with the
+        pod put back (after backoff) so that one pod cannot stop every other's scheduling."""
+        try:
+            await self.schedule_one(qpi)
+        except Exception:
+            log.exception("scheduling %s failed; requeued", qpi.pod.key)
+            try:
+                self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+            except Exception:
+                log.exception("requeueing %s failed", qpi.pod.key)
 
     async def wait_for_bindings(self) -> None:
         """Drain binding cycles and the background writes they started."""
@@ -472,7 +496,11 @@ class Scheduler:
         state = CycleState()
         # Plugin durations are timed in a sample of cycles only, as the reference does.
         state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
-        outcome = self._scheduling_cycle(state, fw, qpi, start)
+        try:
+            outcome = self._scheduling_cycle(state, fw, qpi, start)
+        except Exception as exc:  # past the framework's per-plugin guards: a bug, this pod's alone
+            log.exception("scheduling cycle of %s failed", pod.key)
+            outcome = self._abandon_cycle(fw, state, pod, exc)
         if isinstance(outcome, _Failure):
             self._handle_failure(fw, qpi, outcome, start)
         else:
@@ -533,6 +561,16 @@ class Scheduler:
         fw.run_reserve_plugins_unreserve(state, assumed, host)
         self._forget(assumed)
         return _failure_on(pod, host, status)
+
+    def _abandon_cycle(self, fw: Framework, state: CycleState, pod: Pod, exc: Exception) -> _Failure:
+        """A cycle that raised: whatever it assumed is unreserved (Unreserve must bear being called
+        for what was never reserved) and forgotten, and the pod fails with the error."""
+        assumed = self.cache.get_pod(pod.uid) if self.cache.is_assumed(pod.uid) else None
+        if assumed is not None:
+            fw.run_reserve_plugins_unreserve(state, assumed, assumed.node_name)
+            self._forget(assumed)
+        fw.waiting_pods.pop(pod.uid, None)
+        return _Failure(Status.as_error(exc), exc, nominating="")
 
     def _forget(self, assumed: Pod) -> None:
         try:
@@ -1088,6 +1126,12 @@ class Scheduler:
             if retry:
                 self.queue.activate([pod])
 
+    def reject_waiting_pod(self, pod: Pod) -> bool:
+        """Reject ``pod`` if it waits at Permit (``RejectWaitingPod``, on its deletion): its binding
+        cycle then unreserves, forgets and requeues it (and, the pod being gone, drops it)."""
+        fw = self.profiles.get(pod.scheduler_name)
+        return fw is not None and fw.reject_waiting_pod(pod.uid)
+
     async def _preempt_victim(
         self, fw: Framework, victim: Pod, preemptor: Pod | PodGroup, message: str, plugin: str = ""
     ) -> bool:
@@ -1133,10 +1177,25 @@ class Scheduler:
         assumed: Pod,
         start: float,
     ) -> None:
-        """The binding cycle, counted in goroutines{operation="binding"} while it runs."""
+        """The binding cycle, counted in goroutines{operation="binding"} while it runs.
+
+        Plugin exceptions come back as Error statuses (the framework's doing); anything that still
+        escapes before the bind is a bug of ours, and the pod is handled as after a failed bind:
+        unreserved, forgotten and requeued, never left assumed with nobody to bind it."""
         self.metrics.binding_goroutines(1)
+        host = result.suggested_host
         try:
-            await self._binding_cycle(state, fw, qpi, result, assumed, start)
+            try:
+                bound = await self._binding_cycle(state, fw, qpi, result, assumed, start)
+            except Exception as exc:
+                log.exception("binding cycle of %s failed", assumed.key)
+                waiting = fw.waiting_pods.pop(assumed.uid, None)
+                if waiting is not None:
+                    waiting.reject("", "binding cycle failed")
+                self._binding_failure(fw, state, qpi, assumed, host, Status.as_error(exc), exc, start)
+                return
+            if bound:
+                await self._after_bind(state, fw, qpi, assumed, host, start)
         finally:
             self.metrics.binding_goroutines(-1)
 
@@ -1148,7 +1207,8 @@ class Scheduler:
         result: ScheduleResult,
         assumed: Pod,
         start: float,
-    ) -> None:
+    ) -> bool:
+        """WaitOnPermit, PreBind and Bind; True when the pod is bound (failures are handled here)."""
         host = result.suggested_host
         async with self._bind_sem:
             # NominatedNodeNameForExpectation (beta, on in v1.37): when Permit or PreBind may hold
@@ -1158,7 +1218,8 @@ class Scheduler:
                 waiting = fw.waiting_pods.pop(assumed.uid, None)
                 if waiting is not None:  # nobody will wait on it now: end its timers
                     waiting.reject("", "binding cycle failed")
-                return self._binding_failure(fw, state, qpi, assumed, host, preflight, preflight.error, start)
+                self._binding_failure(fw, state, qpi, assumed, host, preflight, preflight.error, start)
+                return False
             if is_success(preflight) or fw.will_wait_on_permit(assumed):
                 await self._nominate_before_binding(assumed, host)
                 qpi.pod = dataclasses.replace(qpi.pod, nominated_node_name=host)
@@ -1171,15 +1232,17 @@ class Scheduler:
                     if status.plugin:
                         diag.unschedulable_plugins.add(status.plugin)
                     fit = FitError(assumed, 1, diag)
-                    return self._binding_failure(
-                        fw, state, qpi, assumed, host, Status(status.code, str(fit)), fit, start
-                    )
-                return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+                    failed = Status(status.code, str(fit))
+                    self._binding_failure(fw, state, qpi, assumed, host, failed, fit, start)
+                    return False
+                self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+                return False
             self.queue.done(assumed.uid)
             status = await fw.run_pre_bind_plugins(state, assumed, host)
             if not is_success(status):
                 assert status is not None
-                return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+                self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+                return False
             status = await fw.run_bind_plugins(state, assumed, host)
             try:
                 self.cache.finish_binding(assumed)
@@ -1189,14 +1252,20 @@ class Scheduler:
                 status = None
             if not is_success(status):
                 assert status is not None
-                return self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+                self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
+                return False
+        return True
+
+    async def _after_bind(
+        self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, assumed: Pod, host: str, start: float
+    ) -> None:
+        """A bound pod: its metrics, its Scheduled event, PostBind."""
         self.metrics.schedule_attempt(SCHEDULED_RESULT, fw.profile_name, self.clock() - start)
         initial = qpi.initial_attempt_timestamp
         sli = self.clock() - initial if initial is not None else None
         self.metrics.pod_scheduled(qpi.attempts, sli)
         self._queue_scheduled_event(assumed, host)
         await fw.run_post_bind_plugins(state, assumed, host)
-        return None
 
     async def _nominate_before_binding(self, pod: Pod, host: str) -> None:
         """``status.nominatedNodeName`` = the chosen node; a failure is logged, not fatal (as there).
@@ -1245,18 +1314,20 @@ class Scheduler:
         apiserver applied. Forgetting the assumed pod then would free its room on the node until
         the watch shows the pod there, and another pod could take it: an overcommitted node
         (seen under injected bind faults). So read the pod back; only a pod bound to ``host`` is a
-        success, and when the read fails too the failure path runs as before.
+        success, and when the read fails too the failure path runs as before. One log line per
+        read-back, its outcome worded for operators and the fault tests alike.
         """
         error = status.error if status is not None else None
         if not isinstance(error, ApiError) or isinstance(error, NotFound):
             return False
+        what = "bind of %s to %s: outcome unknown (%s); read back: %s"
         try:
-            landed = await self.client.bound_node(pod) == host
+            node = await self.client.bound_node(pod)
         except Exception as exc:
-            log.warning("reading back %s after a failed bind failed: %s", pod.key, exc)
+            log.warning(what, pod.key, host, error, f"failed: {exc}")
             return False
-        if landed:
-            log.info("pod %s was bound to %s despite the error: %s", pod.key, host, error)
+        landed = node == host
+        log.info(what, pod.key, host, error, "bound" if landed else f"not bound (node {node!r})")
         return landed
 
     def _binding_failure(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -38,12 +39,17 @@ HINTS = {
 
 
 class Env:
-    def __init__(self, **queue_kwargs: Any) -> None:
+    def __init__(self, reject_waiting_pod: Callable[[Pod], bool] | None = None, **queue_kwargs: Any) -> None:
         self.clock = FakeClock()
         self.cache = Cache()
         queue_kwargs.setdefault("hints", HINTS)
         self.queue = PriorityQueue(clock=self.clock, **queue_kwargs)
-        self.handlers = EventHandlers(self.cache, self.queue, lambda pod: pod.scheduler_name == OURS)
+        self.handlers = EventHandlers(
+            self.cache,
+            self.queue,
+            lambda pod: pod.scheduler_name == OURS,
+            reject_waiting_pod=reject_waiting_pod,
+        )
 
     def reject(self, pod: Pod, *plugins: str) -> QueuedPodInfo:
         """Add ``pod``, pop it and put it back rejected by ``plugins``; then let backoff pass."""
@@ -189,15 +195,14 @@ def test_deleting_assumed_pod_forgets_it_and_moves_pods() -> None:
 
 
 def test_deletion_timestamp_on_assumed_pod_rejects_waiting_pod_if_possible() -> None:
-    env = Env()
-    env.handlers.add_node(make_node("n1"))
     rejected: list[str] = []
 
-    def reject_waiting(uid: str) -> bool:
-        rejected.append(uid)
+    def reject_waiting(pod: Pod) -> bool:
+        rejected.append(pod.uid)
         return True
 
-    env.handlers.reject_waiting_pod = reject_waiting
+    env = Env(reject_waiting)
+    env.handlers.add_node(make_node("n1"))
     pod = make_pod("a")
     env.cache.assume_pod(with_uid(pod, node_name="n1"))
     deleting = pod_dict("a", uid=pod.uid)

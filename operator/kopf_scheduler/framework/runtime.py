@@ -23,6 +23,7 @@ import numpy as np
 
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, signature_of
+from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.diagnosis import Diagnosis
 from kopf_scheduler.framework.events import WILDCARD_EVENT
 from kopf_scheduler.framework.interface import (
@@ -170,6 +171,16 @@ _CODE_NAMES = {
 def _as_error(status: Status, prefix: str) -> Status:
     err = Status(Code.ERROR, f"{prefix}: {status.message}", plugin=status.plugin, error=status.error)
     return err
+
+
+def _raised(exc: Exception, plugin: str, point: str, pod: Pod | PodGroup) -> Status:
+    """A plugin's exception as the Error status it stands for, so that the framework reports it
+    as the reference reports an error a plugin returns (one pod's cycle fails, the loop goes on).
+    The message is ``<Type>: <text>`` (a KeyError's text alone is a bare key); the traceback is
+    logged here, the one place that still has it."""
+    log.error("%s plugin %s raised for %s", point, plugin, pod.key, exc_info=exc)
+    text = str(exc)
+    return Status(Code.ERROR, f"{type(exc).__name__}: {text}" if text else type(exc).__name__, error=exc)
 
 
 def _filter_failure(p: Any, status: Status) -> Status:
@@ -447,7 +458,10 @@ class Framework:
         """Success, Wait or Unschedulable (the first plugin not succeeding decides), or an error."""
         result: Status | None = None
         for p in self.placement_feasible_plugins:
-            status = p.placement_feasible(group, progress)
+            try:
+                status = p.placement_feasible(group, progress)
+            except Exception as exc:
+                status = _raised(exc, p.name, "PlacementFeasible", group)
             if is_success(status):
                 continue
             assert status is not None
@@ -471,7 +485,10 @@ class Framework:
             reasons: list[str] = []
             rejector = ""
             for p in self.pod_group_post_filter_plugins:
-                result, s = p.pod_group_post_filter(group, members, simulation)
+                try:
+                    result, s = p.pod_group_post_filter(group, members, simulation)
+                except Exception as exc:
+                    result, s = None, _raised(exc, p.name, "PodGroupPostFilter", group)
                 if is_success(s):
                     status = s if s is not None else Status(Code.SUCCESS)
                     return result, status
@@ -532,7 +549,10 @@ class Framework:
 
     def run_pre_enqueue_plugins(self, pod: Pod) -> Status | None:
         for p in self.pre_enqueue_plugins:
-            status = p.pre_enqueue(pod)
+            try:
+                status = p.pre_enqueue(pod)
+            except Exception as exc:
+                status = _raised(exc, p.name, "PreEnqueue", pod)
             if not is_success(status):
                 assert status is not None
                 status.plugin = p.name
@@ -564,12 +584,13 @@ class Framework:
         returned: Status | None = None
         try:
             for p in self.pre_filter_plugins:
+                t0 = _perf() if timed else 0.0
+                try:
+                    r, s = p.pre_filter(state, pod, nodes)
+                except Exception as exc:
+                    r, s = None, _raised(exc, p.name, "PreFilter", pod)
                 if timed:
-                    t0 = _perf()
-                    r, s = p.pre_filter(state, pod, nodes)
                     self._metrics.plugin_duration(p.name, PRE_FILTER, _code(s), _perf() - t0)
-                else:
-                    r, s = p.pre_filter(state, pod, nodes)
                 if s is not None and s.is_skip():
                     skip.add(p.name)
                     continue
@@ -604,12 +625,13 @@ class Framework:
         for name, fn in self._pre_filter_extensions("add_pod"):
             if name in skip:
                 continue
+            t0 = _perf() if state.record_plugin_metrics else 0.0
+            try:
+                status = fn(state, pod, pod_to_add, node_info)
+            except Exception as exc:
+                status = _raised(exc, name, "PreFilter AddPod", pod)
             if state.record_plugin_metrics:
-                t0 = _perf()
-                status = fn(state, pod, pod_to_add, node_info)
                 self._metrics.plugin_duration(name, PRE_FILTER_EXTENSION_ADD_POD, _code(status), _perf() - t0)
-            else:
-                status = fn(state, pod, pod_to_add, node_info)
             if not is_success(status):
                 assert status is not None
                 return _as_error(status, f"running AddPod on PreFilter plugin {go_quote(name)}")
@@ -622,13 +644,14 @@ class Framework:
         for name, fn in self._pre_filter_extensions("remove_pod"):
             if name in skip:
                 continue
-            if state.record_plugin_metrics:
-                t0 = _perf()
+            t0 = _perf() if state.record_plugin_metrics else 0.0
+            try:
                 status = fn(state, pod, pod_to_remove, node_info)
+            except Exception as exc:
+                status = _raised(exc, name, "PreFilter RemovePod", pod)
+            if state.record_plugin_metrics:
                 point = PRE_FILTER_EXTENSION_REMOVE_POD
                 self._metrics.plugin_duration(name, point, _code(status), _perf() - t0)
-            else:
-                status = fn(state, pod, pod_to_remove, node_info)
             if not is_success(status):
                 assert status is not None
                 return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(name)}")
@@ -651,7 +674,10 @@ class Framework:
     # -- Filter --
 
     def _filter_status(self, p: Any, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        status: Status | None = p.filter(state, pod, node_info)
+        try:
+            status: Status | None = p.filter(state, pod, node_info)
+        except Exception as exc:
+            status = _raised(exc, p.name, "Filter", pod)
         if is_success(status):
             return None
         assert status is not None
@@ -667,13 +693,16 @@ class Framework:
         entries = self._filter_entries
         if entries[0] is not self.filter_plugins or len(entries[1]) != len(self.filter_plugins):
             entries = self._bind_filter_entries()
-        for p, name, tally in entries[1]:
-            if name in skip:
-                continue
-            tally.n += 1
-            status = p.filter(state, pod, node_info)
-            if status is not None and status.code != success:
-                return _filter_failure(p, status)
+        try:  # around the loop: no cost per plugin call while nothing raises
+            for p, name, tally in entries[1]:
+                if name in skip:
+                    continue
+                tally.n += 1
+                status = p.filter(state, pod, node_info)
+                if status is not None and status.code != success:
+                    return _filter_failure(p, status)
+        except Exception as exc:
+            return _filter_failure(p, _raised(exc, p.name, "Filter", pod))
         return None
 
     def _bind_filter_entries(self) -> tuple[list[Any], list[tuple[Any, str, Tally]]]:
@@ -697,7 +726,10 @@ class Framework:
                 continue
             evals[p.name].n += 1
             t0 = _perf()
-            status = p.filter(state, pod, node_info)
+            try:
+                status = p.filter(state, pod, node_info)
+            except Exception as exc:
+                status = _raised(exc, p.name, "Filter", pod)
             record(p.name, FILTER, _code(status), _perf() - t0)
             if not is_success(status):
                 assert status is not None
@@ -821,9 +853,15 @@ class Framework:
                     break
                 sub = idx[alive]
                 t0 = _perf() if timed else 0.0
-                mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
+                try:
+                    mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
+                    if mask is not None:
+                        rejected = alive[~np.asarray(mask, dtype=bool)]
+                except Exception as exc:
+                    _count_evaluations(looked, m, special_pos)
+                    self._observe_filter_timings(timings, state, pod, idx, m)
+                    raise FrameworkError(_filter_failure(p, _raised(exc, p.name, "Filter", pod))) from exc
                 if mask is not None:
-                    rejected = alive[~np.asarray(mask, dtype=bool)]
                     looked.append((evals[p.name], rejected))
                     if timings is not None:
                         timings.append(_Timing(p, alive, rejected, _perf() - t0))
@@ -840,7 +878,10 @@ class Framework:
                 for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
                     if timings is not None:
                         t0 = _perf()
-                        raw = p.filter(state, pod, infos[r])
+                        try:
+                            raw = p.filter(state, pod, infos[r])
+                        except Exception as exc:
+                            raw = _raised(exc, p.name, "Filter", pod)
                         timings.append(_Timing(p, np.array([j]), None, _perf() - t0, _code(raw)))
                         status = None if is_success(raw) else _filter_failure(p, raw)
                     else:
@@ -906,7 +947,10 @@ class Framework:
             record(t.plugin.name, FILTER, SUCCESS, each, calls - rejected)
             if rejected:
                 row = self.snapshot.node_infos[int(idx[int(t.rejected[0])])]
-                status = t.plugin.filter(state, pod, row)
+                try:
+                    status = t.plugin.filter(state, pod, row)
+                except Exception as exc:
+                    status = _raised(exc, t.plugin.name, "Filter", pod)
                 code = CODE_LABELS[Code.UNSCHEDULABLE] if is_success(status) else _code(status)
                 record(t.plugin.name, FILTER, code, each, rejected)
 
@@ -936,7 +980,11 @@ class Framework:
             def fill(p: Any = p, node_infos: list[NodeInfo] = node_infos, rows: np.ndarray = rows) -> None:
                 # A plugin may compute its statuses for many rows at once (shared per outcome).
                 bulk = getattr(p, "filter_statuses", None)
-                many = bulk(state, pod, self.snapshot, rows) if bulk is not None else None
+                try:
+                    many = bulk(state, pod, self.snapshot, rows) if bulk is not None else None
+                except Exception as exc:  # each node's own status then (a per-node error, if it is one)
+                    _raised(exc, p.name, "Filter", pod)
+                    many = None
                 if many is not None:
                     reported: dict[int, Status] = {}  # one framework status per shared plugin status
                     for info, status in zip(node_infos, many, strict=True):
@@ -978,6 +1026,11 @@ class Framework:
             t0 = _perf()
             try:
                 r, s = p.post_filter(state, pod, node_statuses)
+            except Exception as exc:
+                # The reference passes a returned error through as it is; a raised one is named
+                # after its plugin, as nothing else in the message would say which plugin it was.
+                err = _raised(exc, p.name, "PostFilter", pod)
+                r, s = None, _as_error(err, f"running PostFilter plugin {go_quote(p.name)}")
             finally:
                 if p.name == _PREEMPTION_PLUGIN:
                     metrics.preemption_attempt()
@@ -1017,12 +1070,13 @@ class Framework:
         timed = state.record_plugin_metrics
         try:
             for p in self.pre_score_plugins:
+                t0 = _perf() if timed else 0.0
+                try:
+                    status = p.pre_score(state, pod, nodes)
+                except Exception as exc:
+                    status = _raised(exc, p.name, "PreScore", pod)
                 if timed:
-                    t0 = _perf()
-                    status = p.pre_score(state, pod, nodes)
                     self._metrics.plugin_duration(p.name, PRE_SCORE, _code(status), _perf() - t0)
-                else:
-                    status = p.pre_score(state, pod, nodes)
                 if status is not None and status.is_skip():
                     skip.add(p.name)
                     continue
@@ -1086,41 +1140,55 @@ class Framework:
         # One node (a batch's re-score): the per-node method costs less than the vector's set-up.
         vfn = getattr(p, "score_vector", None) if len(rows) > 1 else None
         t0 = _perf() if timed else 0.0
-        vec = vfn(state, pod, self.snapshot, rows) if vfn is not None else None
+        try:
+            vec = vfn(state, pod, self.snapshot, rows) if vfn is not None else None
+            if vec is not None:
+                scores = np.array(vec, dtype=np.int64)
+        except Exception as exc:
+            raise self._score_failure(p, _raised(exc, p.name, "Score", pod)) from exc
         if vec is not None:
-            scores = np.array(vec, dtype=np.int64)
             evals[p.name].n += len(rows)  # one Score call per node in the reference
             if timed and len(rows):
                 record(p.name, SCORE, SUCCESS, (_perf() - t0) / len(rows), len(rows))
             return scores
         scores = np.empty(len(rows), dtype=np.int64)
         tally = evals[p.name]
-        for j, info in enumerate(nodes):
-            tally.n += 1
-            if timed:
-                t0 = _perf()
-                s, status = p.score(state, pod, info)
-                record(p.name, SCORE, _code(status), _perf() - t0)
-            else:
-                s, status = p.score(state, pod, info)
-            if not is_success(status):
-                assert status is not None
-                raise FrameworkError(
-                    _as_error(status, f"running Score plugins: plugin {go_quote(p.name)} failed with")
-                )
-            scores[j] = s
+        try:  # around the loop: no cost per node while nothing raises
+            for j, info in enumerate(nodes):
+                tally.n += 1
+                if timed:
+                    t0 = _perf()
+                    s, status = p.score(state, pod, info)
+                    record(p.name, SCORE, _code(status), _perf() - t0)
+                else:
+                    s, status = p.score(state, pod, info)
+                if not is_success(status):
+                    assert status is not None
+                    raise self._score_failure(p, status)
+                scores[j] = s
+        except FrameworkError:
+            raise
+        except Exception as exc:
+            raise self._score_failure(p, _raised(exc, p.name, "Score", pod)) from exc
         return scores
+
+    @staticmethod
+    def _score_failure(p: Any, status: Status) -> FrameworkError:
+        """Score's error, named as the reference names it (quoted on error paths only: costly)."""
+        quoted = go_quote(p.name)
+        return FrameworkError(_as_error(status, f"running Score plugins: plugin {quoted} failed with"))
 
     def _normalize(self, p: Any, state: CycleState, pod: Pod, scores: np.ndarray) -> None:
         """NormalizeScore in place, then the range check the reference applies before weights."""
         normalize = getattr(p, "normalize_score", None)
         if normalize is not None:
+            t0 = _perf() if state.record_plugin_metrics else 0.0
+            try:
+                status = normalize(state, pod, scores)
+            except Exception as exc:
+                status = _raised(exc, p.name, "NormalizeScore", pod)
             if state.record_plugin_metrics:
-                t0 = _perf()
-                status = normalize(state, pod, scores)
                 self._metrics.plugin_duration(p.name, SCORE_EXTENSION_NORMALIZE, _code(status), _perf() - t0)
-            else:
-                status = normalize(state, pod, scores)
             if not is_success(status):
                 assert status is not None
                 quoted = go_quote(p.name)  # quoted on error paths only: it is costly per cycle
@@ -1187,21 +1255,26 @@ class Framework:
         # (system-default spreading) that is the only call. Fragments still merge in plugin order.
         first = self._sign_refuser
         early: SignFragments = ()
-        if first >= 0:
-            early, status = plugins[first].sign(pod)
-            if not is_success(status):
-                return None
-        fragments: list[tuple[str, Any]] = []
-        for i, p in enumerate(plugins):
-            if i == first:
-                fragments.extend(early)
-                continue
-            frags, status = p.sign(pod)
-            if not is_success(status):
-                self._sign_refuser = i
-                return None
-            fragments.extend(frags)
-        return signature_of(pod.scheduler_name, fragments)
+        i = first
+        try:  # an error is logged and the pod is not batched, as the reference's SignPod does
+            if first >= 0:
+                early, status = plugins[first].sign(pod)
+                if not is_success(status):
+                    return None
+            fragments: list[tuple[str, Any]] = []
+            for i, p in enumerate(plugins):
+                if i == first:
+                    fragments.extend(early)
+                    continue
+                frags, status = p.sign(pod)
+                if not is_success(status):
+                    self._sign_refuser = i
+                    return None
+                fragments.extend(frags)
+            return signature_of(pod.scheduler_name, fragments)
+        except Exception as exc:
+            _raised(exc, plugins[i].name, "Sign", pod)
+            return None
 
     # -- Reserve / Permit --
 
@@ -1213,12 +1286,13 @@ class Framework:
 
     def _run_reserve_plugins_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.reserve_plugins:
+            t0 = _perf() if state.record_plugin_metrics else 0.0
+            try:
+                status = p.reserve(state, pod, node_name)
+            except Exception as exc:  # the caller unreserves every plugin, as after a returned error
+                status = _raised(exc, p.name, "Reserve", pod)
             if state.record_plugin_metrics:
-                t0 = _perf()
-                status = p.reserve(state, pod, node_name)
                 self._metrics.plugin_duration(p.name, RESERVE, _code(status), _perf() - t0)
-            else:
-                status = p.reserve(state, pod, node_name)
             if not is_success(status):
                 assert status is not None
                 if status.is_rejected():
@@ -1249,7 +1323,10 @@ class Framework:
         waits: dict[str, float] = {}
         for p in self.permit_plugins:
             t0 = _perf()
-            status, timeout = p.permit(state, pod, node_name)
+            try:
+                status, timeout = p.permit(state, pod, node_name)
+            except Exception as exc:
+                status, timeout = _raised(exc, p.name, "Permit", pod), 0.0
             if state.record_plugin_metrics:
                 self._metrics.plugin_duration(p.name, PERMIT, _code(status), _perf() - t0)
             if is_success(status):
@@ -1307,7 +1384,10 @@ class Framework:
         (``RunPreBindPreFlights``); plugins without a pre-flight do not count."""
         result: Status | None = Status(Code.SKIP)
         for p in self._pre_flight_plugins:
-            status = p.pre_bind_pre_flight(state, pod, node_name)
+            try:
+                status = p.pre_bind_pre_flight(state, pod, node_name)
+            except Exception as exc:
+                status = _raised(exc, p.name, "PreBindPreFlight", pod)
             if is_success(status):
                 result = None
             elif status is not None and status.is_skip():
@@ -1333,7 +1413,7 @@ class Framework:
     async def _run_pre_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for p in self.pre_bind_plugins:
             t0 = _perf()
-            status = await _binding_call(p.pre_bind(state, pod, node_name))
+            status = await _binding_call(p, p.pre_bind, state, pod, node_name, "PreBind")
             if state.record_plugin_metrics:
                 self._metrics.plugin_duration(p.name, PRE_BIND, _code(status), _perf() - t0)
             if status is not None and not status.is_skip() and not status.is_success():
@@ -1351,7 +1431,7 @@ class Framework:
         status: Status | None = Status(Code.SKIP)
         for p in self.bind_plugins:
             t0 = _perf()
-            status = await _binding_call(p.bind(state, pod, node_name))
+            status = await _binding_call(p, p.bind, state, pod, node_name, "Bind")
             if state.record_plugin_metrics:
                 self._metrics.plugin_duration(p.name, BIND, _code(status), _perf() - t0)
             if status is not None and status.is_skip():
@@ -1375,12 +1455,23 @@ class Framework:
         self._observe(POST_BIND, None, start)
 
 
-async def _binding_call(call: Awaitable[Status | None]) -> Status | None:
-    """A binding-side plugin's verdict; an exception (Conflict, NotFound, ...) is an Error status."""
+async def _binding_call(
+    p: Any,
+    method: Callable[[CycleState, Pod, str], Awaitable[Status | None]],
+    state: CycleState,
+    pod: Pod,
+    node_name: str,
+    point: str,
+) -> Status | None:
+    """A binding-side plugin's verdict. An API error (Conflict, NotFound, ...) is an Error status
+    carrying it (the binding cycle reads it back, or requeues); anything else a plugin raises is
+    an Error status too, so the pod is unreserved, forgotten and requeued, never lost."""
     try:
-        return await call
-    except Exception as exc:
+        return await method(state, pod, node_name)
+    except ApiError as exc:
         return Status.as_error(exc)
+    except Exception as exc:
+        return _raised(exc, p.name, point, pod)
 
 
 def _binding_failure(status: Status, plugin: str, point: str) -> Status:
