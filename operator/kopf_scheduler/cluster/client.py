@@ -532,9 +532,8 @@ class ApiClient:
         headers = dict(await creds.headers())
         used = creds.loaded
         grace = WATCH_GRACE_SECONDS if grace is None else grace
-        deadline = asyncio.get_running_loop().time() + timeout_seconds + grace
-        # The deadline bounds each await separately (asyncio.timeout_at): a timeout scope spanning
-        # the ``yield`` would cancel the consumer's own awaits, not a read of this stream.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds + grace
         try:
             async with asyncio.timeout_at(deadline):
                 resp = await self.session.get(
@@ -554,38 +553,44 @@ class ApiClient:
             raise _connection_error(exc, "GET", self.server + path, what) from exc
         except TimeoutError as exc:
             raise ApiError(f"{what}: no answer in {timeout_seconds + grace:g}s") from exc
-        async with resp:  # leaving early closes the connection; a stream read to its end is reused
-            pending: list[bytes] = []  # the start of a line split across reads
-            pending_size = 0
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
+        # Past the deadline the connection is closed under the read, which then fails. A timer per
+        # watch rather than a timeout scope per read: the scope would cost ~3.5 us a read, and one
+        # spanning the ``yield`` would cancel the consumer's own awaits instead of the read.
+        expired = loop.call_at(deadline, resp.close)
+        try:
+            async with resp:  # leaving early closes the connection; a stream read to its end is reused
+                pending: list[bytes] = []  # the start of a line split across reads
+                pending_size = 0
+                while True:
+                    try:
                         chunk = await resp.content.readany()
-                except TimeoutError:
-                    logger.info("%s: still open %gs past its timeout; reconnecting", what, grace)
-                    return
-                except (aiohttp.ClientError, OSError) as exc:
-                    logger.debug("%s: stream broken: %s: %s", what, type(exc).__name__, exc)
-                    return
-                if not chunk:
-                    if pending:
-                        logger.debug("%s: stream ended inside an event (%d bytes)", what, pending_size)
-                    return
-                start = 0
-                while (newline := chunk.find(b"\n", start)) >= 0:
-                    line = chunk[start:newline]
-                    start = newline + 1
-                    if pending:
-                        line = b"".join((*pending, line))
-                        pending.clear()
-                        pending_size = 0
-                    if line.strip():
-                        yield _watch_event(line, what)
-                if start < len(chunk):
-                    pending.append(chunk[start:])
-                    pending_size += len(chunk) - start
-                    if pending_size > MAX_WATCH_LINE:
-                        raise _undecodable(what, f"an event longer than {MAX_WATCH_LINE} bytes")
+                    except (aiohttp.ClientError, OSError) as exc:
+                        if loop.time() >= deadline:
+                            logger.info("%s: still open %gs past its timeout; reconnecting", what, grace)
+                        else:
+                            logger.debug("%s: stream broken: %s: %s", what, type(exc).__name__, exc)
+                        return
+                    if not chunk:
+                        if pending:
+                            logger.debug("%s: stream ended inside an event (%d bytes)", what, pending_size)
+                        return
+                    start = 0
+                    while (newline := chunk.find(b"\n", start)) >= 0:
+                        line = chunk[start:newline]
+                        start = newline + 1
+                        if pending:
+                            line = b"".join((*pending, line))
+                            pending.clear()
+                            pending_size = 0
+                        if line.strip():
+                            yield _watch_event(line, what)
+                    if start < len(chunk):
+                        pending.append(chunk[start:])
+                        pending_size += len(chunk) - start
+                        if pending_size > MAX_WATCH_LINE:
+                            raise _undecodable(what, f"an event longer than {MAX_WATCH_LINE} bytes")
+        finally:
+            expired.cancel()
 
 
 # Past a watch's timeoutSeconds, how long its stream may stay open before it is taken for dead.
