@@ -1,19 +1,28 @@
-"""Prometheus metrics and the health endpoints, served from a thread.
+"""Prometheus metrics and the health endpoints, served from threads.
 
-The HTTP server runs in its own thread on purpose: if the event loop is stuck (a handler blocking,
+The HTTP server runs outside the event loop on purpose: if the loop is stuck (a handler blocking,
 a CPU-bound cycle that never yields), an in-loop endpoint could not answer at all, and a
-"liveness timed out" is indistinguishable from a slow network. The thread answers promptly and
-reports the loop's heartbeat age, so ``/healthz`` fails *because* the loop is stuck.
+"liveness timed out" is indistinguishable from a slow network. The threads answer promptly and
+report the loop's heartbeat age, so ``/healthz`` fails *because* the loop is stuck.
+
+Nor may clients starve the probes: a connection gets a thread only once it has sent something, a
+few threads serve every request, and a connection silent for ``IDLE_TIMEOUT`` is closed (see
+:class:`HealthServer`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import queue
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from prometheus_client import (
@@ -29,10 +38,19 @@ from kopf_scheduler.metrics.prometheus import PrometheusMetrics
 
 __all__ = [
     "BIND_ERRORS",
+    "IDLE_TIMEOUT",
     "SCHEDULER",
+    "WORKERS",
     "Health",
+    "HealthServer",
     "serve",
 ]
+
+log = logging.getLogger(__name__)
+
+IDLE_TIMEOUT = 5.0  # seconds a connection may stay silent, before and within its request
+WORKERS = 4  # threads serving requests: probes and scrapes are small and few
+MAX_IDLE = 512  # silent connections kept at most (the oldest is closed first): file descriptors
 
 # kube-scheduler exposes no ``*_created`` series; neither do we.
 disable_created_metrics()
@@ -45,7 +63,9 @@ BIND_ERRORS = Counter(
 LEADER = Gauge("kopf_scheduler_leader", "1 while this replica is the elected scheduler.")
 SYNC_SECONDS = Gauge("kopf_scheduler_initial_sync_seconds", "Time from start to the first full listing.")
 LOOP_LAG = Gauge("kopf_scheduler_event_loop_lag_seconds", "Age of the event loop's last heartbeat.")
-TASKS = Gauge("kopf_scheduler_asyncio_tasks", "asyncio tasks alive at the last heartbeat (a leak shows here).")
+TASKS = Gauge(
+    "kopf_scheduler_asyncio_tasks", "asyncio tasks alive at the last heartbeat (a leak shows here)."
+)
 
 
 class Health:
@@ -78,8 +98,12 @@ class Health:
         return True, f"ok (loop heartbeat {age:.1f}s ago)"
 
 
-def _handler(health: Health) -> type[BaseHTTPRequestHandler]:
+def _handler(health: Health, idle_timeout: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # The socket's timeout while a request is read and answered: a client that stops halfway
+        # frees its worker after this long (BaseHTTPRequestHandler closes on the timeout).
+        timeout = idle_timeout
+
         def do_GET(self) -> None:
             if self.path.startswith("/metrics"):
                 self._send(200, generate_latest(), CONTENT_TYPE_LATEST)
@@ -105,16 +129,124 @@ def _handler(health: Health) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(health: Health, host: str = "0.0.0.0", port: int = 8080) -> ThreadingHTTPServer:
-    """Start the metrics/health server in a daemon thread; ``server.shutdown()`` stops it."""
-    server = ThreadingHTTPServer((host, port), _handler(health))
-    server.daemon_threads = True
+class HealthServer(HTTPServer):
+    """An HTTP/1.0 server (one request per connection) whose threads are bounded and cannot be
+    pinned by idle clients, unlike ``ThreadingHTTPServer`` (a thread per connection, no timeout:
+    enough silent connections and ``/healthz`` never answers, and the kubelet restarts us).
+
+    The accepting thread parks each new connection in a selector, where a thread (the parker)
+    waits for it to send something; only then is it handed to one of ``workers`` threads. A
+    connection silent for ``idle_timeout`` is closed there, and the handler's socket timeout
+    bounds the request itself. Past ``max_idle`` silent connections the oldest is closed."""
+
+    request_queue_size = 128  # the listen backlog (socketserver's 5 drops a burst of connects)
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        *,
+        workers: int = WORKERS,
+        idle_timeout: float = IDLE_TIMEOUT,
+        max_idle: int = MAX_IDLE,
+    ) -> None:
+        super().__init__(address, handler)
+        self.idle_timeout = idle_timeout
+        self.max_idle = max_idle
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="kopf-scheduler-http")
+        self._arrivals: queue.SimpleQueue[tuple[socket.socket, Any]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._closing = False
+        self._parker = threading.Thread(target=self._park, name="kopf-scheduler-http-idle", daemon=True)
+        self._parker.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Called by the accepting thread: park the connection, no thread spent on it yet."""
+        self._arrivals.put((request, client_address))
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    def _park(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._wake_r, selectors.EVENT_READ, None)
+        deadlines: dict[socket.socket, float] = {}  # in arrival order, so the earliest first
+        try:
+            while not self._closing:
+                timeout = None
+                if deadlines:
+                    timeout = max(0.0, next(iter(deadlines.values())) - time.monotonic())
+                for key, _ in selector.select(timeout):
+                    if key.data is None:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(4096)
+                        continue
+                    conn: Any = key.fileobj
+                    selector.unregister(conn)
+                    del deadlines[conn]
+                    self._pool.submit(self._serve, conn, key.data)
+                while True:
+                    try:
+                        conn, address = self._arrivals.get_nowait()
+                    except queue.Empty:
+                        break
+                    selector.register(conn, selectors.EVENT_READ, address)
+                    deadlines[conn] = time.monotonic() + self.idle_timeout
+                    if len(deadlines) > self.max_idle:
+                        self._drop(selector, deadlines, next(iter(deadlines)))
+                now = time.monotonic()
+                while deadlines and next(iter(deadlines.values())) <= now:
+                    self._drop(selector, deadlines, next(iter(deadlines)))
+        except Exception:
+            log.exception("the metrics server's idle-connection thread failed")
+        finally:
+            for conn in list(deadlines):
+                self.shutdown_request(conn)
+            selector.close()
+
+    def _drop(
+        self, selector: selectors.BaseSelector, deadlines: dict[socket.socket, float], conn: Any
+    ) -> None:
+        selector.unregister(conn)
+        del deadlines[conn]
+        self.shutdown_request(conn)
+
+    def _serve(self, conn: Any, address: Any) -> None:
+        try:
+            self.finish_request(conn, address)
+        except Exception as exc:  # a client gone or too slow midway: its own business
+            log.debug("metrics request from %s failed: %r", address, exc)
+        finally:
+            self.shutdown_request(conn)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._closing = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+        self._parker.join(5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def serve(
+    health: Health,
+    host: str = "0.0.0.0",
+    port: int = 8080,
+    *,
+    workers: int = WORKERS,
+    idle_timeout: float = IDLE_TIMEOUT,
+) -> HealthServer:
+    """Start the metrics/health server in daemon threads; :func:`stop` stops it."""
+    handler = _handler(health, idle_timeout)
+    server = HealthServer((host, port), handler, workers=workers, idle_timeout=idle_timeout)
     thread = threading.Thread(target=server.serve_forever, name="kopf-scheduler-http", daemon=True)
     thread.start()
     return server
 
 
-def stop(server: ThreadingHTTPServer | None) -> None:
+def stop(server: HTTPServer | None) -> None:
     if server is not None:
         with contextlib.suppress(Exception):
             server.shutdown()
