@@ -64,7 +64,7 @@ class Server:
     """Lists from ``lists`` in turn (the last one again when they run out); watches from ``watches``
     in turn (the last one again)."""
 
-    lists: list[tuple[list[dict[str, Any]], int]]
+    lists: list[tuple[Any, int]]  # (items, resourceVersion)
     watches: list[WatchScript]
     requests: list[Request] = field(default_factory=list)
     port: int = 0
@@ -286,6 +286,20 @@ async def test_malformed_lines_and_error_codes_end_the_watch_not_the_informer() 
     assert [r.query.get("resourceVersion") for r in lists] == ["0", "2", "4", "5"]
     assert {r.query.get("resourceVersionMatch") for r in lists} == {"NotOlderThan"}
     assert [r.query["resourceVersion"] for r in watches] == ["1", "4", "5", "5", "6"]
+
+
+async def test_an_unexpected_exception_is_logged_and_the_informer_lists_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A listing whose ``items`` is not a list makes the client raise a TypeError, not an ApiError:
+    logged with its traceback, backed off, listed again; the task lives on."""
+    server = Server(lists=[(5, 1), ([obj("a", 1)], 1)], watches=[[event("ADDED", "b", 2), "hold"]])
+    async with running(server, backoff=QUICK) as (informer, _, task):
+        await until(lambda: informer.resource_version == "2", 5, "the watch after the second listing")
+        assert names(informer) == {"a", "b"} and not task.done()
+    failures = [r for r in caplog.records if r.levelname == "ERROR" and "unexpectedly" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    assert failures[0].exc_info[0] is TypeError
 
 
 async def test_unexpected_exceptions_in_parsing_cost_one_object() -> None:

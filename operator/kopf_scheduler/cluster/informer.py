@@ -10,12 +10,13 @@ DELETED event and must be found by diffing the new list against the store). This
 both: :attr:`Informer.synced` and a diff on every re-list. Kopf keeps what it is good at: the
 SchedulerProfile CRs, peering, and probes.
 
-Failures follow client-go's reflector (tools/cache/reflector.go): a watch that ends normally is
-started again at once from the last resourceVersion; any other failure (a 410, a watch closed
-within a second with no event, an undecodable line, an error answer, anything unexpected) waits
-for the reflector's backoff (:class:`Backoff`) and then lists again, which delivers whatever the
-broken watch missed. Nothing ends :meth:`Informer.run` but cancellation: an informer that stopped
-would freeze its kind's cache without a word.
+Failures follow client-go's reflector (tools/cache/reflector.go): a watch that ends normally (or
+with a broken or dead connection) is started again at once from the last resourceVersion; a
+refused connection or a 429 waits for the backoff (:class:`Backoff`) and watches again; any other
+failure (a 410, a watch closed within a second with no event, an undecodable line, an error
+answer, anything unexpected) waits for the backoff and then lists again, which delivers whatever
+the broken watch missed. Nothing ends :meth:`Informer.run` but cancellation: an informer that
+stopped would freeze its kind's cache without a word.
 
 Handlers are plain synchronous callables; they run on the loop between reads and must be quick.
 """
@@ -110,8 +111,8 @@ SHORT_WATCH_SECONDS = 1.0
 class Backoff:
     """The delay before listing and watching again after a failure: client-go's reflector defaults
     (``tools/cache/reflector.go``): 0.8 s doubling up to 30 s, each delay plus up to 100% random
-    jitter, and back to 0.8 s every 2 minutes (``wait.Backoff.DelayWithReset``). At worst ~0.22
-    attempts a second per kind, where reconnecting at once would be a busy loop."""
+    jitter, and back to 0.8 s every 2 minutes (``wait.Backoff.DelayWithReset``). At worst one
+    attempt every 30-60 s per kind, where reconnecting at once would be a busy loop."""
 
     initial: float = 0.8
     cap: float = 30.0
