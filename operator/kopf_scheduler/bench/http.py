@@ -11,8 +11,12 @@ transport, interleaved round by round, and prints the process CPU per request an
   ``2d4cdab``, the last commit with it) when this runs from a checkout;
 - ``aiohttp``: the lean pool off, what listings, watches and proxied traffic use.
 
+``--canned`` replaces the control plane with a child process that answers every request with a
+kube-apiserver-like ``201 Created`` (its headers, a created Event as the body): the client's CPU
+without the apiserver's competing for the same cores, for a steadier comparison on a busy machine.
+
 ``python -m kopf_scheduler.bench.http [--requests 3000] [--concurrency 32] [--rounds 3]
-[--variants httptools h11 hand-written aiohttp]``
+[--variants httptools h11 hand-written aiohttp] [--canned]``
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import multiprocessing
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, cast
+
+import kopf
 
 from kopf_scheduler.cluster import http11
 from kopf_scheduler.cluster.client import ApiClient
@@ -204,10 +211,59 @@ def _client(name: str, creds: Credentials, hand_written: type[Http11Pool] | None
     return api
 
 
+# --- a canned apiserver -------------------------------------------------------------------------
+
+_CANNED_BODY = (
+    b'{"kind":"Event","apiVersion":"events.k8s.io/v1","metadata":{"name":"bench-1.18a","namespace":'
+    b'"default","uid":"0d6c7a0e-1111-2222-3333-444455556666","resourceVersion":"12345",'
+    b'"creationTimestamp":"2026-11-25T08:00:00Z"},"eventTime":"2026-11-25T08:00:00.000000Z",'
+    b'"reportingController":"kopf-scheduler","reportingInstance":"bench","action":"Binding",'
+    b'"reason":"Scheduled","regarding":{"kind":"Pod","namespace":"default","name":"p1","apiVersion":"v1"},'
+    b'"note":"Successfully assigned default/p1 to node-1","type":"Normal"}'
+)
+_CANNED = (
+    b"HTTP/1.1 201 Created\r\nAudit-Id: 6a0f2b7e-3c1d-4a5b-9e8f-0123456789ab\r\n"
+    b"Cache-Control: no-cache, private\r\nContent-Type: application/json\r\n"
+    b"X-Kubernetes-Pf-Flowschema-Uid: 5f8f2c7e-aaaa-bbbb-cccc-000000000001\r\n"
+    b"X-Kubernetes-Pf-Prioritylevel-Uid: 5f8f2c7e-aaaa-bbbb-cccc-000000000002\r\n"
+    b"Date: Wed, 25 Nov 2026 08:00:00 GMT\r\nContent-Length: %d\r\n\r\n%s"
+) % (len(_CANNED_BODY), _CANNED_BODY)
+
+
+class _CannedServer(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while (end := self.buf.find(b"\r\n\r\n")) >= 0:
+            length = 0
+            for line in self.buf[:end].split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            if len(self.buf) < end + 4 + length:
+                return
+            self.buf = self.buf[end + 4 + length :]
+            assert self.transport is not None
+            self.transport.write(_CANNED)
+
+
+def _serve_canned(ports: Any) -> None:
+    async def serve() -> None:
+        server = await asyncio.get_running_loop().create_server(_CannedServer, "127.0.0.1", 0)
+        ports.put(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    run_loop(serve())
+
+
 async def _measure(
-    kubeconfig: str, requests: int, concurrency: int, rounds: int, variants: list[str], baseline: str
+    creds: Credentials, requests: int, concurrency: int, rounds: int, variants: list[str], baseline: str
 ) -> None:
-    creds = load_credentials(kubeconfig)
     hand_written = _hand_written(baseline) if "hand-written" in variants else None
     clients = {name: api for name in variants if (api := _client(name, creds, hand_written)) is not None}
     for name in set(variants) - set(clients):
@@ -248,13 +304,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--baseline", default="2d4cdab", help="the git revision of the hand-written pool")
+    parser.add_argument("--canned", action="store_true", help="a canned answer instead of kube-apiserver")
     args = parser.parse_args(argv)
+    if args.canned:
+        context = multiprocessing.get_context("spawn")
+        ports = context.Queue()
+        child = context.Process(target=_serve_canned, args=(ports,), daemon=True)
+        child.start()
+        info = kopf.ConnectionInfo(server=f"http://127.0.0.1:{ports.get(timeout=30)}", token="t0k3n")
+        try:
+            creds = Credentials(info)
+            run_loop(
+                _measure(creds, args.requests, args.concurrency, args.rounds, args.variants, args.baseline)
+            )
+        finally:
+            child.terminate()
+        return 0
     plane = ControlPlane()
     plane.start()
     try:
         run_loop(
             _measure(
-                str(plane.kubeconfig),
+                load_credentials(str(plane.kubeconfig)),
                 args.requests,
                 args.concurrency,
                 args.rounds,

@@ -227,8 +227,9 @@ class _Conn(asyncio.Protocol):
         waiter = self.waiter
         if waiter is None or waiter.done():
             return
-        if self.headers_done and not self._framed():
-            # No Content-Length, not chunked: the body ends where the connection does (RFC 9112 6.3).
+        if exc is None and self.headers_done and not self._framed():
+            # No Content-Length, not chunked: the body ends where the connection does (RFC 9112 6.3);
+            # a reset instead of a clean close is a truncated body.
             self.answered = True
             status = self.parser.get_status_code()
             waiter.set_result(Response(status, self.headers, b"".join(self.body)))
@@ -311,6 +312,8 @@ class Http11Pool:
         timeout: float,
     ) -> Response:
         """``target``: path and query; ``headers``: extra header lines, each ending in CRLF."""
+        if method == "HEAD":  # llhttp cannot be told: it would wait for the body a HEAD's answer announces
+            raise ValueError("HEAD is not supported")
         parts = [f"{method} {self.prefix}{target} HTTP/1.1\r\n".encode(), self._fixed, headers]
         if body is not None:
             parts.append(b"Content-Length: %d\r\n\r\n" % len(body))
