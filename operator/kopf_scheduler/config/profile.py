@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from kopf_scheduler.config import features
+
 if TYPE_CHECKING:
     from kopf_scheduler.framework.profiles import ResolvedPlugins
 
@@ -56,33 +58,17 @@ EXTENSION_POINTS: dict[str, tuple[str, ...]] = {
     "postBind": ("post_bind",),
 }
 
-# The reference's getDefaultPlugins (v1.37.2) with its default feature gates applied:
-# NodeDeclaredFeatures (GA) is appended last and, DynamicResourceAllocation being GA and locked
-# on, DynamicResources (weight 2) goes right before DefaultPreemption (applyDynamicResources), so
-# its PostFilter runs first.
-# (name, weight) where weight matters only for Score plugins.
-DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (
-    ("SchedulingGates", None),
-    ("PrioritySort", None),
-    ("NodeName", None),
-    ("NodeUnschedulable", None),
-    ("TaintToleration", 3),
-    ("NodeAffinity", 2),
-    ("NodePorts", None),
-    ("NodeResourcesFit", 1),
-    ("VolumeRestrictions", None),
-    ("NodeVolumeLimits", None),
-    ("VolumeBinding", None),
-    ("VolumeZone", None),
-    ("PodTopologySpread", 2),
-    ("InterPodAffinity", 2),
-    ("DynamicResources", 2),
-    ("DefaultPreemption", None),
-    ("NodeResourcesBalancedAllocation", 1),
-    ("ImageLocality", 1),
-    ("DefaultBinder", None),
-    ("NodeDeclaredFeatures", None),
+# The reference's getDefaultPlugins (v1.37.2) at its default feature gates: NodeDeclaredFeatures (GA)
+# appended last and, DynamicResourceAllocation being GA and locked on, DynamicResources (weight 2)
+# right before DefaultPreemption (applyDynamicResources), so its PostFilter runs first. With
+# GenericWorkload on, GangScheduling is appended too (features.default_multi_point, which the
+# defaulting below follows). (name, weight) where weight matters only for Score plugins.
+DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = features.default_multi_point(
+    features.FeatureGates()
 )
+
+# TypeMeta a plugin's args may carry (kube-scheduler's --write-config-to and /configz write it).
+ARGS_API_VERSION = "kubescheduler.config.k8s.io/v1"
 
 
 class _Model(BaseModel):
@@ -272,8 +258,11 @@ class ProfileError(ValueError):
 
 
 def _default_plugins() -> Plugins:
+    """getDefaultPlugins under the process's feature gates (``features.current``)."""
     return Plugins(
-        multi_point=PluginSet(enabled=[PluginRef(name=n, weight=w) for n, w in DEFAULT_MULTI_POINT])
+        multi_point=PluginSet(
+            enabled=[PluginRef(name=n, weight=w) for n, w in features.default_multi_point()]
+        )
     )
 
 
@@ -315,10 +304,12 @@ def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:
 
     Only the shape is checked here; ``framework.profiles.load_profile`` also resolves the plugins
     against a registry (unknown plugins, extension points, weights, args)."""
+    spec, errors = strip_args_type_meta(spec)
+    if errors:
+        raise ProfileError(errors)
     try:
         profile = SchedulerProfileSpec.model_validate(dict(spec))
     except ValidationError as exc:
-        errors = []
         for err in exc.errors():
             msg = err["msg"]
             loc = location(err["loc"])
@@ -328,6 +319,47 @@ def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:
         raise ProfileError(errors) from None
     profile.plugins = merge_plugins(profile.plugins)
     return profile
+
+
+def strip_args_type_meta(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[tuple[str, str]]]:
+    """``pluginConfig[].args`` without their ``apiVersion``/``kind``, checked as kube-scheduler's decoder
+    checks them: the kind must be the plugin's ``<Name>Args`` of ``kubescheduler.config.k8s.io/v1``."""
+    configs = spec.get("pluginConfig")
+    if not isinstance(configs, list) or not any(
+        isinstance(pc, Mapping) and isinstance(pc.get("args"), Mapping) and _has_type_meta(pc["args"])
+        for pc in configs
+    ):
+        return spec, []
+    errors: list[tuple[str, str]] = []
+    out = []
+    for i, pc in enumerate(configs):
+        args = pc.get("args") if isinstance(pc, Mapping) else None
+        if not isinstance(args, Mapping) or not _has_type_meta(args):
+            out.append(pc)
+            continue
+        name = str(pc.get("name") or "")
+        problem = args_type_meta_error(name, args)
+        if problem:
+            errors.append((f"pluginConfig[{i}].args", problem))
+        out.append({**pc, "args": {k: v for k, v in args.items() if k not in ("apiVersion", "kind")}})
+    return {**spec, "pluginConfig": out}, errors
+
+
+def _has_type_meta(args: Mapping[str, Any]) -> bool:
+    return "apiVersion" in args or "kind" in args
+
+
+def args_type_meta_error(name: str, args: Mapping[str, Any]) -> str | None:
+    """The reference's words for args whose TypeMeta is not the plugin's (None when it is)."""
+    want = f"{name}Args"
+    version = args.get("apiVersion") or ARGS_API_VERSION
+    kind = args.get("kind") or want
+    group = str(version).rpartition("/")[0]
+    if group == "kubescheduler.config.k8s.io" and kind != want:
+        return f"args for plugin {name} were not of type {want}.{group}, got {kind}.{group}"
+    if version != ARGS_API_VERSION:
+        return f'no kind "{kind}" is registered for version "{version}"'
+    return None
 
 
 def location(loc: Sequence[int | str]) -> str:

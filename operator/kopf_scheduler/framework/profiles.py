@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kopf_scheduler.config.kubescheduler import ConfigError, KubeSchedulerConfiguration, plugin_init_error
 from kopf_scheduler.config.profile import (
     DEFAULT_SCHEDULER_NAME,
     EXTENSION_POINTS,
@@ -27,7 +28,14 @@ from kopf_scheduler.config.profile import (
 )
 from kopf_scheduler.framework.registry import PluginImportError, Registry, default_registry
 
-__all__ = ["ResolvedPlugins", "default_profile", "load_profile", "resolve_plugins"]
+__all__ = [
+    "ResolvedPlugins",
+    "default_profile",
+    "framework_error",
+    "load_profile",
+    "profiles_from_config",
+    "resolve_plugins",
+]
 
 
 @dataclass(slots=True)
@@ -196,3 +204,146 @@ def default_profile(
 ) -> SchedulerProfileSpec:
     """The profile that exists without any SchedulerProfile resource."""
     return load_profile({"schedulerName": scheduler_name}, registry)
+
+
+# --- kube-scheduler's NewFramework checks, in its words (KubeSchedulerConfiguration files) ------
+
+# getExtensionPoints' order, with each point's Go interface name (its messages name it).
+_FRAMEWORK_POINTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("preFilter", "PreFilterPlugin", EXTENSION_POINTS["preFilter"]),
+    ("filter", "FilterPlugin", EXTENSION_POINTS["filter"]),
+    ("postFilter", "PostFilterPlugin", EXTENSION_POINTS["postFilter"]),
+    ("reserve", "ReservePlugin", EXTENSION_POINTS["reserve"]),
+    ("preScore", "PreScorePlugin", EXTENSION_POINTS["preScore"]),
+    ("score", "ScorePlugin", EXTENSION_POINTS["score"]),
+    ("preBind", "PreBindPlugin", EXTENSION_POINTS["preBind"]),
+    ("bind", "BindPlugin", EXTENSION_POINTS["bind"]),
+    ("postBind", "PostBindPlugin", EXTENSION_POINTS["postBind"]),
+    ("permit", "PermitPlugin", EXTENSION_POINTS["permit"]),
+    ("preEnqueue", "PreEnqueuePlugin", EXTENSION_POINTS["preEnqueue"]),
+    ("queueSort", "QueueSortPlugin", EXTENSION_POINTS["queueSort"]),
+    ("placementGenerate", "PlacementGeneratePlugin", ("generate_placements",)),
+    ("placementScore", "PlacementScorePlugin", ("score_placement",)),
+    ("podGroupPostFilter", "PodGroupPostFilterPlugin", ("pod_group_post_filter",)),
+)
+
+
+def framework_error(profile: Mapping[str, Any], registry: Registry | None = None) -> str | None:
+    """The first error kube-scheduler's NewFramework reports for a defaulted v1 profile, or None.
+
+    ``profile`` is one entry of a defaulted KubeSchedulerConfiguration (config.kubescheduler): its
+    plugins merged with the defaults and its pluginConfig args defaulted. The message is the
+    reference's whole ``initializing profiles: creating profile for scheduler name X: ...``."""
+    registry = registry if registry is not None else default_registry()
+    name = profile.get("schedulerName") or ""
+    problem = _framework_problem(profile, registry)
+    if problem is None:
+        return None
+    return f"initializing profiles: creating profile for scheduler name {name}: {problem}"
+
+
+def _framework_problem(profile: Mapping[str, Any], registry: Registry) -> str | None:
+    plugins: Mapping[str, Any] = profile.get("plugins") or {}
+
+    def enabled(point: str) -> list[Mapping[str, Any]]:
+        return list((plugins.get(point) or {}).get("enabled") or ())
+
+    needed = {p.get("name", "") for point, _, _ in _FRAMEWORK_POINTS for p in enabled(point)}
+    needed |= {p.get("name", "") for p in enabled("multiPoint")}
+    args = {pc.get("name"): pc.get("args") for pc in profile.get("pluginConfig") or ()}
+    classes: dict[str, type] = {}
+    for plugin in sorted(needed):
+        if plugin not in registry:
+            continue
+        try:
+            classes[plugin] = registry.get_class(plugin)
+        except PluginImportError as exc:
+            return f'initializing plugin "{plugin}": {exc}'
+        problem = plugin_init_error(plugin, args.get(plugin))
+        if problem:
+            return f'initializing plugin "{plugin}": {problem}'
+
+    def implements(cls: type, methods: tuple[str, ...]) -> bool:
+        return all(callable(getattr(cls, m, None)) for m in methods)
+
+    lists: dict[str, list[str]] = {}
+    for point, kind, methods in _FRAMEWORK_POINTS:
+        names: list[str] = []
+        for p in enabled(point):
+            plugin = p.get("name", "")
+            if plugin not in classes:
+                return f'{kind} "{plugin}" does not exist'
+            if not implements(classes[plugin], methods):
+                return f'plugin "{plugin}" does not extend {kind} plugin'
+            if plugin in names:
+                return f'plugin "{plugin}" already registered as "{kind}"'
+            names.append(plugin)
+        lists[point] = names
+    if enabled("multiPoint"):
+        for point, kind, methods in _FRAMEWORK_POINTS:
+            disabled = {p.get("name", "") for p in (plugins.get(point) or {}).get("disabled") or ()}
+            if "*" in disabled:
+                continue
+            explicit = lists[point]
+            overrides: list[str] = []
+            multi: list[str] = []
+            for p in enabled("multiPoint"):
+                plugin = p.get("name", "")
+                if plugin not in classes:
+                    return f'{kind} "{plugin}" does not exist'
+                if not implements(classes[plugin], methods) or plugin in disabled:
+                    continue
+                if plugin in explicit:
+                    overrides.append(plugin)
+                    continue
+                if plugin in multi:
+                    return f'plugin "{plugin}" already registered as "{kind}"'
+                multi.append(plugin)
+            lists[point] = (
+                [n for n in explicit if n in overrides] + multi + [n for n in explicit if n not in overrides]
+            )
+    name = profile.get("schedulerName") or ""
+    if len(lists["queueSort"]) != 1:
+        return (
+            f'only one queue sort plugin required for profile with scheduler name "{name}", but got '
+            f"{len(lists['queueSort'])}"
+        )
+    if not lists["bind"]:
+        return f'at least one bind plugin is needed for profile with scheduler name "{name}"'
+    if len(lists["placementGenerate"]) > 1:
+        return f'at most one placement generate plugin is allowed for profile with scheduler name "{name}"'
+    total = 0
+    seen: set[str] = set()
+    for p in [*enabled("score"), *enabled("multiPoint")]:
+        plugin = p.get("name", "")
+        cls = classes.get(plugin)
+        if cls is None or not implements(cls, EXTENSION_POINTS["score"]) or plugin in seen:
+            continue
+        seen.add(plugin)
+        weight = int(p.get("weight") or 0) or 1
+        if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
+            return "score plugins: total score of Score plugins could overflow"
+        total += weight * MAX_NODE_SCORE
+    return None
+
+
+def profiles_from_config(
+    config: KubeSchedulerConfiguration, registry: Registry | None = None
+) -> list[SchedulerProfileSpec]:
+    """The engine's profiles for a validated KubeSchedulerConfiguration (kube-scheduler's profile.NewMap).
+
+    Raise ConfigError with the reference's message for what its NewFramework refuses; then with the
+    same prefix for anything our own profile model refuses that the reference took."""
+    specs = config.profile_specs()
+    out = []
+    for defaulted, spec in zip(config.document["profiles"], specs, strict=True):
+        problem = framework_error(defaulted, registry)
+        if problem:
+            raise ConfigError(problem)
+        try:
+            out.append(load_profile(spec, registry))
+        except ProfileError as exc:
+            raise ConfigError(
+                f"initializing profiles: creating profile for scheduler name {spec['schedulerName']}: {exc}"
+            ) from None
+    return out
