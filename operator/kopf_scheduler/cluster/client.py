@@ -29,6 +29,7 @@ from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError
+from kopf_scheduler.cluster.ratelimit import Throttle
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
 
@@ -177,6 +178,9 @@ class ApiClient:
     """A thin async apiserver client: requests, paginated lists and watch streams."""
 
     pool_class: type[Http11Pool] = Http11Pool  # the lean pool (a benchmark swaps in variants)
+    # clientConnection.qps/burst: every attempt of a request or listing takes a token first, as
+    # client-go's tryThrottle (cluster/ratelimit.py). None: no client-side limit.
+    rate_limiter: Throttle | None = None
 
     def __init__(
         self,
@@ -281,6 +285,8 @@ class ApiClient:
         what = f"{method} {path}"
 
         async def attempt() -> _Answer:
+            if self.rate_limiter is not None:
+                await self.rate_limiter.acquire(what)
             async with self._limit:  # released while a Retry-After is waited out
                 pool = self._pool()
                 if pool is not None:
@@ -461,7 +467,13 @@ class ApiClient:
     ) -> bytes:
         """The response body on aiohttp (listings), errors mapped, retried as ``request`` is."""
         exchange = self._aiohttp_exchange(method, path, data, params, content_type, timeout, what)
-        return await self._retrying(method, what, lambda: self._authorized(exchange))
+
+        async def attempt() -> _Answer:
+            if self.rate_limiter is not None:
+                await self.rate_limiter.acquire(what)
+            return await self._authorized(exchange)
+
+        return await self._retrying(method, what, attempt)
 
     async def list_pages(
         self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500

@@ -28,12 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kopf_scheduler.api.objects import parse_node_selector
 from kopf_scheduler.api.types import NodeSelector, ObjectError
+from kopf_scheduler.config import features as feature_gates
 from kopf_scheduler.dra import (
     DEFAULT_FEATURES,
     EXTENDED_RESOURCES,
     AllocationError,
     Allocator,
     CelCache,
+    Features,
     InvalidPoolsError,
     PoolCache,
     TaintRuleCache,
@@ -94,6 +96,23 @@ def _seconds(value: Any) -> float:
         raise ValueError(f"invalid duration {value!r}")
     h, m, s, ms = (float(g) if g else 0.0 for g in match.groups())
     return h * 3600 + m * 60 + s + ms / 1000
+
+
+def allocator_features(gates: feature_gates.FeatureGates) -> Features:
+    """The allocator's features from the process's gates (the reference's NewSchedulerFeaturesFromGates)."""
+    if gates == feature_gates.FeatureGates():
+        return DEFAULT_FEATURES
+    return Features(
+        admin_access=gates.enabled("DRAAdminAccess"),
+        prioritized_list=gates.enabled("DRAPrioritizedList"),
+        partitionable_devices=gates.enabled("DRAPartitionableDevices"),
+        device_taints=gates.enabled("DRADeviceTaints"),
+        consumable_capacity=gates.enabled("DRAConsumableCapacity"),
+        device_binding_and_status=gates.enabled("DRADeviceBindingConditions")
+        and gates.enabled("DRAResourceClaimDeviceStatus"),
+        fractional_capacity_range=gates.enabled("DRAFractionalCapacityRange"),
+        extended_resource=gates.enabled("DRAExtendedResource"),
+    )
 
 
 class DynamicResourcesArgs(BaseModel):
@@ -167,7 +186,7 @@ class DynamicResources(Plugin):
         super().__init__(args, handle)
         self.filter_timeout = args.filter_timeout
         self.binding_timeout = args.binding_timeout
-        self.features = DEFAULT_FEATURES
+        self.features = allocator_features(feature_gates.current())
         self.cel_cache = _CEL_CACHE
         self._tasks: set[asyncio.Task[Any]] = set()
 
