@@ -8,11 +8,13 @@ everything over one HTTP/2 connection; HTTP/1.1 needs a connection per request i
 connections are kept and reused (idle ones expire before the apiserver's own idle timeout).
 Listings, watches and anything behind a proxy still go through aiohttp.
 
-The parser is httptools (llhttp, Node's parser, which aiohttp's C parser also builds on): framing,
-chunked bodies, 1xx and keep-alive come from a parser that is fuzzed and used at scale, not from
-code of ours. h11 does the same in pure Python; `python -m kopf_scheduler.bench.http` measured it
-at about 30 us more of our CPU a request than httptools, which costs no more than the hand-written
-parser it replaced (docs/benchmarks.md has the numbers).
+The parser is httptools (llhttp, Node.js's parser, which aiohttp's C parser also builds on):
+framing, chunked bodies, 1xx and keep-alive come from a parser that is fuzzed and used at scale,
+not from code of ours, and it costs no more of our CPU than the hand-written parser it replaced
+(``python -m kopf_scheduler.bench.http --canned``: 39-41 us a request through ApiClient against
+41-42). h11 does the same in pure Python at more than twice the CPU (96-97 us there; 147-162
+against httptools' 72-86 with the local apiserver), which would give back most of what this pool
+saves over aiohttp (109-114 us). docs/benchmarks.md has the runs.
 
 Rules, as Go's net/http transport (what client-go runs on) keeps them:
 
@@ -22,14 +24,15 @@ Rules, as Go's net/http transport (what client-go runs on) keeps them:
   only be an answer to nobody (a server bug, a proxy's error page), and reading it as the next
   request's answer would credit a bind to the wrong pod. Such a connection is closed;
 - a request is sent again only on a connection taken from the idle list, and only when nothing of
-  it was written (the connection was already closed), or when it is replayable (GET, HEAD) and the
+  it was written (the connection was already closed), or when it is replayable (a GET) and the
   connection closed before any byte of the answer (the server closed it while idle). A written
   POST, PUT, PATCH or DELETE may have been applied: the caller gets the error, never a second copy
   (Go's ``persistConn.shouldRetryRequest``);
-- response headers are capped at 1 MiB (Go's ``http.DefaultMaxHeaderBytes``; kube-apiserver sends
-  under 1 KiB) and bodies at 64 MiB (an object is at most 1.5 MiB in etcd, and listings, the only
-  large answers, go through aiohttp's paged ``list_pages``): a misbehaving server cannot make a
-  connection hold unbounded memory. Over either cap the request fails and the connection closes.
+- response headers are capped at 1 MiB (Go's ``http.DefaultMaxHeaderBytes``, what its server
+  accepts; its client allows 10 MiB; kube-apiserver's answers carry under 1 KiB) and bodies at
+  64 MiB (an object is at most 1.5 MiB in etcd; listings, the only large answers, belong on
+  aiohttp's paged ``list_pages``): a misbehaving server or proxy cannot make a connection hold
+  unbounded memory. Over either cap the request fails and the connection closes.
 """
 
 from __future__ import annotations
