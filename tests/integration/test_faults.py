@@ -428,7 +428,9 @@ def test_bind_answers_lost_held_and_refused_on_the_wire(
     slots fill, it refuses new connections for moments. Every lost answer must be resolved by
     reading the pod back as the ServiceAccount (never a second bind, never a slot leaked), and a
     refused Binding is retried (DefaultBinder). The 30 pods that cannot fit come last, without
-    faults, so that each gets its FailedScheduling reason (the checker's ``no-reason``)."""
+    faults: a PodScheduled=False patch refused is not retried today (the reference's PatchPodStatus
+    retries it as BindPod does), and the checker's ``no-reason`` would catch that, not this test's
+    subject."""
     slots = NODES * SLOTS_PER_NODE
     with FaultProxy(control_plane.server, seed=26) as proxy:
         kubeconfig = proxy.kubeconfig(sa_kubeconfig, world.tmp / "sa-proxied.kubeconfig")
