@@ -128,7 +128,7 @@ def _full_node_burst(pair: Pair, count: int = 12) -> tuple[int, int]:
         items = get_json(pair.plane, "pods", "-n", pair.ns)["items"]
         return sum(1 for p in items if p["metadata"]["name"] in names and p["spec"].get("nodeName"))
 
-    wait_for(lambda: bound() >= 4, 40, what="4 pods bound")
+    wait_for(lambda: bound() >= 4, 90, what="4 pods bound")
     pair.watch(5)  # anything more would be an overcommit: give it the time to happen
     report = check(fetch_state(str(pair.plane.kubeconfig)), namespaces=[pair.ns])
     assert report.ok, report.summary()
