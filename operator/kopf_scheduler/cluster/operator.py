@@ -34,7 +34,9 @@ from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.leader import ApiPeeringStore, ElectionTiming, LeaderGate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
+from kopf_scheduler.cluster.ratelimit import ClientThrottle, TokenBucket
 from kopf_scheduler.cluster.supervise import supervise
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound
 
 __all__ = ["Options", "SchedulerRuntime", "configure"]
@@ -130,6 +132,15 @@ class Options:
     explain_annotation: bool = False  # annotate pods failing scheduling with a per-plugin summary
     opportunistic_batching: bool = True
     identity: str = field(default_factory=_identity)
+    # From a KubeSchedulerConfiguration (``run --config``, cluster/runconfig.py) or its flags:
+    # clientConnection.qps/burst as client-go's token bucket (None: no client-side limit);
+    kube_api_qps: float | None = None
+    kube_api_burst: int | None = None
+    # the file's profiles, SchedulerProfile resources on top (None: the built-in kopf-scheduler one);
+    profiles: tuple[SchedulerProfileSpec, ...] | None = None
+    # informers start once this replica leads (standbys keep no cache, and take longer to take over);
+    delay_cache_until_active: bool = False
+    feature_gates: str = ""  # the --feature-gates in force (config.features.current()), for the log
 
 
 class InstrumentedClient(KubeClusterClient):
@@ -168,6 +179,8 @@ class SchedulerRuntime:
         self.started = time.monotonic()
         self.credentials = credentials or load_credentials(options.kubeconfig, options.context)
         self.api = ApiClient(self.credentials, max_in_flight=options.max_in_flight)
+        if options.kube_api_qps:
+            self.api.rate_limiter = ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
         if options.standalone:
             self.leader = LeaderGate.standalone()
             self.election_api: ApiClient | None = None
@@ -181,6 +194,9 @@ class SchedulerRuntime:
                 request_timeout=timing.renew_deadline / 2,
                 user_agent="kopf-scheduler/leader-election",
             )
+            if options.kube_api_qps:  # the reference's lock has a client (and a bucket) of its own
+                bucket = TokenBucket(options.kube_api_qps, options.kube_api_burst or 0)
+                self.election_api.rate_limiter = bucket
             priority = options.priority if options.priority is not None else start_priority()
             store = ApiPeeringStore(self.election_api, options.peering)
             self.leader = LeaderGate(store, options.identity, priority, timing)
@@ -190,6 +206,7 @@ class SchedulerRuntime:
         )
         engine = new_engine(
             self.client,
+            options.profiles or (),
             is_responsible=lambda pod: self.is_responsible(pod),
             metrics=metrics.SCHEDULER,
             parallel_binds=options.parallel_binds,
@@ -199,6 +216,10 @@ class SchedulerRuntime:
         self.cache = engine.cache
         self.queue = engine.queue
         self.profiles = engine.profiles
+        if options.profiles is not None:  # a file's profiles are all there is, as in kube-scheduler
+            self.profiles.with_default = False
+            if not any(p.scheduler_name == DEFAULT_SCHEDULER_NAME for p in options.profiles):
+                self.profiles.remove(DEFAULT_SCHEDULER_NAME)
         self.scheduler = engine.scheduler
         self.handlers = engine.handlers
         metrics.SCHEDULER.watch_pending_pods(self.queue.pending_pods)
@@ -206,7 +227,12 @@ class SchedulerRuntime:
             from kopf_scheduler.cluster.explain_annotation import annotator
 
             self.scheduler.on_fit_error = annotator(self.api)
-        self.controller = ProfileController(self.profiles, self.write_profile_status, self.profiles_changed)
+        self.controller = ProfileController(
+            self.profiles,
+            self.write_profile_status,
+            self.profiles_changed,
+            base={p.scheduler_name: p for p in options.profiles or ()},
+        )
         self.health = metrics.Health(stuck_after=options.stuck_after)
         self.health.checks["tasks"] = self._dead_task
         self._crashed: dict[str, str] = {}  # supervised task -> why it is down until its restart
@@ -378,10 +404,21 @@ class SchedulerRuntime:
         if self.options.metrics_port is not None:
             self._server = metrics.serve(self.health, self.options.metrics_host, self.options.metrics_port)
         self._spawn("heartbeat", self.health.heartbeat())
-        for informer in self.informers():
-            self._spawn(f"informer-{informer.kind}", informer.run())
+        if self.options.delay_cache_until_active:
+            self._spawn("informers", self._start_informers_when_leading())
+        else:
+            for informer in self.informers():
+                self._spawn(f"informer-{informer.kind}", informer.run())
         self._spawn("leader", supervise("leader election", self.leader.run, self._crashed))
         self._spawn("scheduling", self._schedule_while_leading())
+
+    async def _start_informers_when_leading(self) -> None:
+        """delayCacheUntilActive: list and watch only once elected (kube-scheduler's option)."""
+        await self.leader.leading.wait()
+        logger.info("Leading: starting the informers (delayCacheUntilActive)")
+        for informer in self.informers():
+            self._spawn(f"informer-{informer.kind}", informer.run())
+        self._tasks.pop("informers", None)  # done, not dead: the health check must not see it
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers()))

@@ -3,7 +3,8 @@
 A valid spec replaces that schedulerName's framework at the next cycle (``ProfileSet.set``); an
 invalid edit is reported as ``Ready=False`` naming the field while the last valid version stays in
 force (``status.activeGeneration`` tells which); deleting the resource removes the profile, or
-restores the built-in default for ``kopf-scheduler``. Two resources claiming one schedulerName: the
+restores what was there before it: the ``run --config`` file's profile of that name, or the
+built-in default for ``kopf-scheduler``. Two resources claiming one schedulerName: the
 older keeps it, the newer is ``Ready=False`` (``Conflict``).
 """
 
@@ -77,10 +78,14 @@ class ProfileController:
         profiles: ProfileTarget,
         write_status: StatusWriter,
         on_names_changed: Callable[[set[str], set[str]], None] = lambda added, removed: None,
+        base: Mapping[str, SchedulerProfileSpec] | None = None,
     ) -> None:
         self.profiles = profiles
         self.write_status = write_status
         self.on_names_changed = on_names_changed
+        # The profiles of `run --config`'s file: a resource with the same schedulerName replaces one
+        # while it exists; when it goes, the file's profile is back.
+        self.base: dict[str, SchedulerProfileSpec] = dict(base or {})
         self.owned: dict[str, _Owned] = {}  # resource name -> the profile it has in force
 
     def _owner_of(self, scheduler_name: str) -> str | None:
@@ -93,7 +98,11 @@ class ProfileController:
         owned = self.owned.pop(name, None)
         if owned is None:
             return None
-        self.profiles.remove(owned.scheduler_name)  # ProfileSet restores the default for kopf-scheduler
+        base = self.base.get(owned.scheduler_name)
+        if base is not None:
+            self.profiles.set(base)
+        else:
+            self.profiles.remove(owned.scheduler_name)  # ProfileSet restores the default for kopf-scheduler
         return owned.scheduler_name
 
     def _notify(self, before: set[str]) -> None:

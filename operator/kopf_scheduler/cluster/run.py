@@ -10,11 +10,15 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import os
 import sys
 from collections.abc import Coroutine, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 __all__ = ["add_arguments", "run", "run_loop"]
 
@@ -36,13 +40,57 @@ def _seconds(text: str) -> float:
     return sum(float(n) * units[u] for n, u in parts)
 
 
+def _go_bool(text: str) -> bool:
+    """A pflag bool value (``--leader-elect=false``): Go's strconv.ParseBool."""
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f'strconv.ParseBool: parsing "{text}": invalid syntax')
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # kube-scheduler's flags, same names and meaning (cluster/runconfig.py: how they combine with
+    # --config). Defaults of None: a flag counts only when given, as pflag's Changed().
+    parser.add_argument(
+        "--config",
+        help="a kubescheduler.config.k8s.io/v1 KubeSchedulerConfiguration file; with it, only the "
+        "--leader-elect* flags override what it says (as kube-scheduler)",
+    )
+    parser.add_argument(
+        "--write-config-to", help="write the configuration in force (defaulted) to this file and exit"
+    )
     parser.add_argument(
         "--kubeconfig",
-        default=os.environ.get("KOPF_SCHEDULER_KUBECONFIG"),
-        help="kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)",
+        default=None,
+        help="kubeconfig (default: $KOPF_SCHEDULER_KUBECONFIG, in-cluster, $KUBECONFIG, ~/.kube/config); "
+        "ignored with --config, which names it in clientConnection.kubeconfig (as kube-scheduler)",
     )
     parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=None,
+        help="client-side requests per second to kube-apiserver (token bucket; without --config and "
+        "without this flag: no client-side limit; with --config: clientConnection.qps, default 50)",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=None,
+        help="client-side burst (clientConnection.burst, default 100 with --config)",
+    )
+    parser.add_argument(
+        "--kube-api-content-type",
+        default=None,
+        help="accepted for compatibility: kopf-scheduler talks JSON only",
+    )
+    parser.add_argument(
+        "--feature-gates",
+        action="append",
+        default=[],
+        help="kube-scheduler v1.37.2's feature gates, e.g. GenericWorkload=true (repeatable)",
+    )
     parser.add_argument(
         "--namespace",
         action="append",
@@ -53,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--peering",
         default=os.environ.get("KOPF_SCHEDULER_PEERING", "kopf-scheduler"),
-        help="ClusterKopfPeering object used for leader election",
+        help="ClusterKopfPeering object used for leader election (--leader-elect-resource-name)",
     )
     parser.add_argument("--standalone", action="store_true", help="no leader election (one replica only)")
     parser.add_argument(
@@ -62,28 +110,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="peering priority (default: from the start time; older lead)",
     )
-    # kube-scheduler's --leader-elect-* durations and defaults (cluster/leader.py: how they are used).
+    # kube-scheduler's --leader-elect-* flags and defaults (cluster/leader.py: how they are used).
+    parser.add_argument(
+        "--leader-elect",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        help="elect a leader among the replicas (default true; --leader-elect=false: standalone)",
+    )
     parser.add_argument(
         "--leader-elect-lease-duration",
         "--peering-lifetime",
         dest="peering_lifetime",
         type=_seconds,
-        default=15.0,
+        default=None,
         help="seconds a standby waits after the leader's last renewal it saw before taking over (15s)",
     )
     parser.add_argument(
         "--leader-elect-renew-deadline",
         dest="renew_deadline",
         type=_seconds,
-        default=10.0,
+        default=None,
         help="seconds the leader acts on its last successful renewal before it stops (10s)",
     )
     parser.add_argument(
         "--leader-elect-retry-period",
         dest="retry_period",
         type=_seconds,
-        default=2.0,
+        default=None,
         help="seconds between renewals and between a standby's tries (2s)",
+    )
+    parser.add_argument(
+        "--leader-elect-resource-name",
+        default=None,
+        help="the peering object's name (the same as --peering)",
+    )
+    parser.add_argument(
+        "--leader-elect-resource-namespace",
+        default=None,
+        help="accepted for compatibility: the peering object is cluster-scoped",
+    )
+    parser.add_argument(
+        "--leader-elect-resource-lock",
+        default=None,
+        help='accepted for compatibility; must be "leases", as kube-scheduler requires',
     )
     port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT", 8080))
     parser.add_argument(
@@ -108,10 +179,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-opportunistic-batching",
         dest="opportunistic_batching",
         action="store_false",
-        help="turn OpportunisticBatching off (the reference's gate of that name; beta, on by default)",
+        help="the same as --feature-gates=OpportunisticBatching=false",
     )
-    parser.add_argument("--verbose", "-v", action="store_true")
-    parser.add_argument("--debug", action="store_true")
+    parser.add_argument(
+        "--logging-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as text or as JSON objects (component-base's json format)",
+    )
+    parser.add_argument(
+        "-v",
+        "--v",
+        dest="verbosity",
+        type=int,
+        nargs="?",
+        const=1,
+        default=0,
+        help="log verbosity (klog's -v): 1-3 adds Kopf's info, 4 and more debug logs",
+    )
+    parser.add_argument("--verbose", action="store_true", help="the same as -v=1")
+    parser.add_argument("--debug", action="store_true", help="the same as -v=4")
 
 
 @contextlib.contextmanager
@@ -168,7 +255,61 @@ def run_loop(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
+class JsonFormatter(logging.Formatter):
+    """component-base's JSON log format (``--logging-format=json``): one object a line, with
+    ``ts`` (seconds), ``caller``, ``msg`` and ``v``; an error's text under ``err``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": round(record.created, 6),
+            "caller": f"{record.module}.py:{record.lineno}",
+            "msg": record.getMessage(),
+        }
+        if record.levelno >= logging.ERROR:
+            if record.exc_info:
+                entry["err"] = self.formatException(record.exc_info)
+        else:
+            entry["v"] = 0 if record.levelno >= logging.INFO else 4
+        entry["logger"] = record.name
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    """klog's -v and --logging-format onto Kopf's and our loggers (after kopf.configure)."""
+    import kopf
+
+    level = max(int(getattr(args, "verbosity", 0) or 0), 1 if args.verbose else 0, 4 if args.debug else 0)
+    kopf.configure(verbose=level >= 1, debug=level >= 4)
+    if level == 0:
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+        logging.getLogger("kopf_scheduler").setLevel(logging.INFO)
+    elif level >= 4:
+        logging.getLogger("kopf_scheduler").setLevel(logging.DEBUG)
+    if getattr(args, "logging_format", "text") == "json":
+        formatter = JsonFormatter()
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(formatter)
+
+
 def run(args: argparse.Namespace) -> int:
+    from kopf_scheduler.cluster.runconfig import RunConfigError, resolve
+    from kopf_scheduler.config import features
+
+    try:
+        resolved = resolve(args)
+    except RunConfigError as exc:  # the reference's words, as it prints them, and exit 1
+        print(f"kopf-scheduler: {exc}", file=sys.stderr)
+        return 1
+    if args.write_config_to:
+        from kopf_scheduler.config.kubescheduler import written_document
+
+        with features.using(resolved.gates):
+            document = written_document(resolved.config)
+        Path(args.write_config_to).write_text(yaml.safe_dump(document, sort_keys=True))
+        print(f"kopf-scheduler: wrote the configuration to {args.write_config_to}", file=sys.stderr)
+        return 0
+    features.set_current(resolved.gates)  # the process's gates, as the reference's DefaultFeatureGate
+
     with _without_optional_clients():  # Kopf's import and its default registry both probe for them
         import kopf
 
@@ -177,26 +318,22 @@ def run(args: argparse.Namespace) -> int:
     from kopf_scheduler.cluster.connection import load_credentials
     from kopf_scheduler.cluster.leader import ElectionTiming
 
+    opts = resolved.options
     try:
-        ElectionTiming(args.peering_lifetime, args.renew_deadline, args.retry_period)
+        ElectionTiming(opts["peering_lifetime"], opts["renew_deadline"], opts["retry_period"])
     except ValueError as exc:
         print(f"kopf-scheduler: invalid leader election timing: {exc}", file=sys.stderr)
         return 1
     try:  # before Kopf starts: a kubeconfig that cannot work is a one-line error, not a traceback
-        credentials = load_credentials(args.kubeconfig, args.context)
+        credentials = load_credentials(resolved.kubeconfig, args.context)
     except kopf.LoginError as exc:
         print(f"kopf-scheduler: cannot log in to the cluster: {exc}", file=sys.stderr)
         return 1
 
     options = operator.Options(
-        kubeconfig=args.kubeconfig,
+        kubeconfig=resolved.kubeconfig,
         context=args.context,
-        peering=args.peering,
-        standalone=args.standalone,
         priority=args.priority if args.priority is not None else start_priority(),
-        peering_lifetime=args.peering_lifetime,
-        renew_deadline=args.renew_deadline,
-        retry_period=args.retry_period,
         metrics_host=args.metrics_host,
         metrics_port=args.metrics_port or None,
         max_in_flight=args.max_in_flight,
@@ -204,19 +341,26 @@ def run(args: argparse.Namespace) -> int:
         event_workers=args.event_workers,
         namespaces=tuple(args.namespace),
         explain_annotation=args.explain_annotation,
-        opportunistic_batching=args.opportunistic_batching,
+        **opts,
     )
     operator.configure(options, credentials)
     tune_gc()
-    kopf.configure(verbose=args.verbose, debug=args.debug)
-    if not (args.verbose or args.debug):
-        logging.getLogger("kopf").setLevel(logging.WARNING)
-        logging.getLogger("kopf_scheduler").setLevel(logging.INFO)
+    configure_logging(args)
+    log = logging.getLogger("kopf_scheduler.run")
+    for warning in resolved.warnings:
+        log.warning("%s", warning)
+    if args.config:
+        log.info(
+            "Configuration %s: profiles %s%s",
+            args.config,
+            ", ".join(resolved.config.scheduler_names),
+            f", feature gates {options.feature_gates}" if options.feature_gates else "",
+        )
     run_loop(
         kopf.operator(
             clusterwide=True,
-            standalone=args.standalone,
-            peering_name=None if args.standalone else args.peering,
+            standalone=options.standalone,
+            peering_name=None if options.standalone else options.peering,
             priority=options.priority,
             identity=options.identity,  # type: ignore[arg-type]
         )
