@@ -192,6 +192,7 @@ class ApiClient:
         lean_requests: bool = True,
         max_retries: int = MAX_RETRIES,
         max_retry_wait: float = 30.0,
+        write_fence: Callable[[], bool] | None = None,
     ) -> None:
         self.credentials = credentials
         self.server = credentials.server
@@ -200,7 +201,7 @@ class ApiClient:
         self.max_retry_wait = max_retry_wait
         # Asked before a write is sent again after a wait: False (this replica no longer holds
         # the lead) fails it with the last error instead.
-        self.write_fence: Callable[[], bool] | None = None
+        self.write_fence = write_fence
         self._limit = asyncio.Semaphore(max_in_flight)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -242,6 +243,11 @@ class ApiClient:
                 headers={"User-Agent": self._user_agent, "Accept": "application/json"},
                 trust_env=info.trust_env,
             )
+            # aiohttp sends a PUT or DELETE once more after a dropped connection (its
+            # IDEMPOTENT_METHODS); Go's transport re-sends no written request but a GET, and neither
+            # may we (a DELETE of a preemption victim or a claim's PUT could apply twice). No public
+            # switch exists; the attribute is read per request (aiohttp 3.9-3.14).
+            self._session._retry_connection = False
         return self._session
 
     def _retire(self, old: aiohttp.ClientSession) -> None:

@@ -178,9 +178,6 @@ class SchedulerRuntime:
         self.options = options
         self.started = time.monotonic()
         self.credentials = credentials or load_credentials(options.kubeconfig, options.context)
-        self.api = ApiClient(self.credentials, max_in_flight=options.max_in_flight)
-        if options.kube_api_qps:
-            self.api.rate_limiter = ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
         if options.standalone:
             self.leader = LeaderGate.standalone()
             self.election_api: ApiClient | None = None
@@ -200,6 +197,12 @@ class SchedulerRuntime:
             priority = options.priority if options.priority is not None else start_priority()
             store = ApiPeeringStore(self.election_api, options.peering)
             self.leader = LeaderGate(store, options.identity, priority, timing)
+        # A write waiting out a Retry-After is not sent once the lead is lost meanwhile.
+        self.api = ApiClient(
+            self.credentials, max_in_flight=options.max_in_flight, write_fence=self.leader.may_act
+        )
+        if options.kube_api_qps:
+            self.api.rate_limiter = ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
         # Every write of the engine is fenced by the lead: nothing leaves a replica that may not act.
         self.client = InstrumentedClient(
             self.api, instance=f"kopf-scheduler-{options.identity}", fence=self.leader.may_act
