@@ -14,6 +14,7 @@ import datetime as dt
 import errno
 import json
 import logging
+import random
 import socket
 import time
 import urllib.request
@@ -48,6 +49,11 @@ BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 KEEPALIVE_SECONDS = 60.0
+# client-go's retry.DefaultBackoff (10 ms, x5, 4 steps, 10 % jitter) as util.PatchPodStatus uses it.
+DEFAULT_BACKOFF_STEPS = 4
+# client-go's events broadcaster: maxTriesPerEvent and its sleep between tries.
+EVENT_MAX_TRIES = 12
+EVENT_RETRY_SECONDS = 10.0
 EVENT_SERIES_WINDOW = 6 * 60.0  # client-go's events: isomorphic events within 6 min become a series
 MAX_RETRIES = 10  # client-go's Request.maxRetries default
 
@@ -773,16 +779,26 @@ class KubeClusterClient:
         if not status:
             return
         try:
-            await self._request(
-                "PATCH",
-                _pod_path(pod.namespace, pod.name, "status"),
-                body={"status": status},
-                content_type=STRATEGIC,
-            )
+            await self._patch_pod_status(pod, status)
         except NotFound:
             pass
         except ApiError as exc:
             logger.warning("Failed to update the PodScheduled condition of %s: %s", pod.key, exc)
+
+    async def _patch_pod_status(self, pod: Pod, status: Mapping[str, Any]) -> None:
+        """``util.PatchPodStatus``: the patch retried on what ``util.Retriable`` names (a refused
+        connection, 500 InternalError, 503) with client-go's ``retry.DefaultBackoff``."""
+        path = _pod_path(pod.namespace, pod.name, "status")
+        delay = 0.01
+        for step in range(DEFAULT_BACKOFF_STEPS):
+            try:
+                await self._request("PATCH", path, body={"status": status}, content_type=STRATEGIC)
+                return
+            except TransientError:
+                if step == DEFAULT_BACKOFF_STEPS - 1:
+                    raise
+            await asyncio.sleep(delay * (1 + 0.1 * random.random()))
+            delay *= 5
 
     @staticmethod
     def _scheduled_false(
@@ -807,12 +823,7 @@ class KubeClusterClient:
         if pod.nominated_node_name == node_name:
             return
         try:
-            await self._request(
-                "PATCH",
-                _pod_path(pod.namespace, pod.name, "status"),
-                body={"status": {"nominatedNodeName": node_name or None}},
-                content_type=STRATEGIC,
-            )
+            await self._patch_pod_status(pod, {"nominatedNodeName": node_name or None})
         except NotFound:
             pass
         except ApiError as exc:
@@ -874,14 +885,32 @@ class KubeClusterClient:
             }
             if related is not None:
                 body["related"] = _pod_ref(related) if isinstance(related, Pod) else dict(related)
-            await self._request(
-                "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(pod.namespace)}/events", body=body
-            )
             self._series[key] = (name, pod.namespace, 1, now)
+            await self._post_event(pod.namespace, body)
             while len(self._series) > self._series_cache:
                 self._series.popitem(last=False)
         except ApiError as exc:
             logger.warning("Failed to record the %s event of %s: %s", reason, pod.key, exc)
+
+    async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        """client-go's events broadcaster: a write that got no answer is tried again, up to 12
+        tries, the first retry after a random part of 10 s and the rest 10 s apart; an answer
+        (even an error) is final. A replica that lost the lead meanwhile sends nothing more."""
+        path = f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events"
+        for tries in range(1, EVENT_MAX_TRIES + 1):
+            try:
+                await self._request("POST", path, body=body)
+                return
+            except Conflict:
+                return  # AlreadyExists: an earlier try landed after all
+            except Fenced:
+                raise
+            except ApiError as exc:
+                if exc.status != 0 or tries == EVENT_MAX_TRIES:
+                    raise
+                pause = EVENT_RETRY_SECONDS * (random.random() if tries == 1 else 1.0)
+                logger.info("Unable to write an event (%s); retrying in %.1fs", exc, pause)
+                await asyncio.sleep(pause)
 
     def _expire_series(self, now: float) -> None:
         """Forget series last observed a window ago, as client-go's ``finishSeries`` does: they can
