@@ -26,8 +26,10 @@ import yaml
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec
-from kopf_scheduler.framework.profiles import load_profile
+from kopf_scheduler.config import features
+from kopf_scheduler.config import kubescheduler as ks
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, ProfileError, SchedulerProfileSpec
+from kopf_scheduler.framework.profiles import load_profile, profiles_from_config
 from kopf_scheduler.simulate_admission import Admission, AdmissionError
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "add_arguments",
     "documents_to_inputs",
     "load_documents",
+    "restrict_profiles",
     "run",
     "simulate",
 ]
@@ -94,6 +97,19 @@ class Inputs:
     pending: list[Pod] = field(default_factory=list)
     profiles: list[SchedulerProfileSpec] = field(default_factory=list)
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A KubeSchedulerConfiguration among the documents: its profiles are all that is served (the
+    # SchedulerProfiles on top), as ``run --config`` serves them.
+    config: ks.KubeSchedulerConfiguration | None = None
+    serve_default: bool = True  # the built-in kopf-scheduler profile, when nothing replaces it
+
+
+def restrict_profiles(profile_set: Any, inputs: Inputs) -> None:
+    """Drop the built-in kopf-scheduler profile where a KubeSchedulerConfiguration says what is served."""
+    if inputs.serve_default:
+        return
+    profile_set.with_default = False
+    if not any(p.scheduler_name == DEFAULT_SCHEDULER_NAME for p in inputs.profiles):
+        profile_set.remove(DEFAULT_SCHEDULER_NAME)
 
 
 def _docs(paths: Sequence[str]) -> list[tuple[str, Any]]:
@@ -165,6 +181,15 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
             elif kind == "Pod":
                 pod = parse_pod(admission.admit_pod(doc))
                 (inputs.running if pod.node_name else inputs.pending).append(pod)
+            elif kind == ks.KIND:
+                if inputs.config is not None:
+                    raise SimulationError(f"{label}: only one KubeSchedulerConfiguration may be given")
+                try:
+                    inputs.config = ks.load_document(doc)
+                    file_profiles = profiles_from_config(inputs.config)
+                except ks.ConfigError as exc:  # the reference's words
+                    raise SimulationError(f"{where} ({kind}): {exc}") from None
+                inputs.serve_default = False
             elif kind == "SchedulerProfile":
                 if doc.get("apiVersion") != PROFILE_API_VERSION:
                     raise SimulationError(f"{label}: apiVersion: must be {PROFILE_API_VERSION!r}")
@@ -193,6 +218,10 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
             raise SimulationError(f"{label}: {exc}") from None
         except ProfileError as exc:
             raise SimulationError(f"{label}: spec.{exc}") from None
+    if inputs.config is not None:  # the file's profiles, SchedulerProfiles of the same name replacing them
+        by_name = {p.scheduler_name: p for p in file_profiles}
+        by_name.update({p.scheduler_name: p for p in inputs.profiles})
+        inputs.profiles = list(by_name.values())
     inputs.pending = [_claims_from_templates(pod, inputs.objects) for pod in inputs.pending]
     return inputs
 
@@ -276,7 +305,14 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     from kopf_scheduler.memory_client import MemoryClusterClient
 
     client = MemoryClusterClient(objects=inputs.objects)
-    engine = new_engine(client, inputs.profiles, objects=inputs.objects, rng=random.Random(seed))
+    engine = new_engine(
+        client,
+        inputs.profiles,
+        objects=inputs.objects,
+        rng=random.Random(seed),
+        opportunistic_batching=features.current().enabled("OpportunisticBatching"),
+    )
+    restrict_profiles(engine.profiles, inputs)
     cache, queue, profiles, sched, handlers = (
         engine.cache,
         engine.queue,
@@ -401,7 +437,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", metavar="FILE", help="YAML/JSON files ('-' for stdin)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument("--seed", type=int, default=None, help="seed for the tie-breaking random choice")
+    add_feature_gates_argument(parser)
     _add_explain_arguments(parser)
+
+
+def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--feature-gates",
+        action="append",
+        default=[],
+        help="kube-scheduler v1.37.2's feature gates, as run takes them (e.g. GenericWorkload=true)",
+    )
+
+
+def feature_gates(args: argparse.Namespace) -> features.FeatureGates:
+    """``--feature-gates`` as given (features.FeatureGateError if the reference would refuse them)."""
+    return features.FeatureGates.parse(getattr(args, "feature_gates", None) or [])
 
 
 def _add_explain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -420,6 +471,16 @@ def _add_explain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        gates = feature_gates(args)
+    except features.FeatureGateError as exc:
+        print(f"error: --feature-gates: {exc}", file=sys.stderr)
+        return 2
+    with features.using(gates):  # profiles are defaulted and plugins built under them
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     if getattr(args, "from_cluster", False) or getattr(args, "explain", None):
         from kopf_scheduler.explain import command
 

@@ -31,6 +31,7 @@ from kopf_scheduler.cluster.controlplane import ControlPlane
 from .test_gang_cluster import bound_count, failed_messages, initially_scheduled, members, pod_group
 from .test_operator_helpers import (
     ROOT,
+    cli,
     create,
     deploy,
     free_port,
@@ -233,6 +234,11 @@ def test_a_files_profiles_schedule_as_the_references(
         create(plane, pod("ours-packed-again", ns, "packer", cpu="500m", node_selector={"pool": "ours"}))
         wait_for(lambda: get_json(plane, "pod", "ours-packed-again", "-n", ns)["spec"].get("nodeName"), 30)
         assert get_json(plane, "pod", "ours-packed-again", "-n", ns)["spec"]["nodeName"] == "ours-busy"
+        # explain with the same file reads the live cluster under the file's profiles.
+        explained = json.loads(
+            cli(plane, "explain", f"{ns}/ours-packed", "--config", str(ours_cfg), "-o", "json")
+        )
+        assert (explained["profile"], explained["chosen"]) == ("packer", "ours-busy")
     finally:
         mine.stop()
         theirs.stop()

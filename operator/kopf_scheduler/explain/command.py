@@ -13,9 +13,17 @@ import json
 import sys
 from typing import Any
 
+from kopf_scheduler.config import features
 from kopf_scheduler.explain.engine import ExplainError, explain
 from kopf_scheduler.explain.render import to_json, to_table
-from kopf_scheduler.simulate import Inputs, SimulationError, documents_to_inputs, load_documents
+from kopf_scheduler.simulate import (
+    Inputs,
+    SimulationError,
+    add_feature_gates_argument,
+    documents_to_inputs,
+    feature_gates,
+    load_documents,
+)
 
 __all__ = ["add_arguments", "add_explain_view_arguments", "run", "run_from_cluster", "run_simulate_explain"]
 
@@ -34,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None)
     parser.add_argument("--context", default=None)
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="a KubeSchedulerConfiguration (or any objects) overlaid on the live snapshot, "
+        "e.g. the file `run --config` was given",
+    )
+    add_feature_gates_argument(parser)
     add_explain_view_arguments(parser)
 
 
@@ -67,6 +83,23 @@ def _print_explanation(inputs: Inputs, key: str, args: argparse.Namespace, notes
 
 def run(args: argparse.Namespace) -> int:
     try:
+        gates = feature_gates(args)
+    except features.FeatureGateError as exc:
+        print(f"error: --feature-gates: {exc}", file=sys.stderr)
+        return 2
+    with features.using(gates):
+        return _run_live(args)
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    from kopf_scheduler.explain.whatif import overlay
+
+    try:
+        extra = load_documents([args.config]) if getattr(args, "config", None) else None
+    except SimulationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         inputs, notes = _live_inputs(args)
     except SimulationError as exc:
         print(f"error: the cluster holds an object the scheduler cannot read: {exc}", file=sys.stderr)
@@ -74,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # credentials, connection, API errors: say what, not a traceback
         print(f"error: listing the cluster failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if extra is not None:
+        inputs = overlay(inputs, extra)
     return _print_explanation(inputs, args.pod, args, notes)
 
 

@@ -109,11 +109,13 @@ class World:
     def __init__(self, inputs: Inputs, exclude: frozenset[str] = frozenset()) -> None:
         from kopf_scheduler.engine import new_engine
         from kopf_scheduler.memory_client import MemoryClusterClient
+        from kopf_scheduler.simulate import restrict_profiles
 
         self.inputs = inputs
         # Never written to: nothing here binds, reports or evicts.
         client = MemoryClusterClient(objects=inputs.objects)
         engine = new_engine(client, inputs.profiles, objects=inputs.objects, rng=random.Random(0))
+        restrict_profiles(engine.profiles, inputs)
         self.cache = engine.cache
         self.queue = engine.queue
         self.profiles = engine.profiles

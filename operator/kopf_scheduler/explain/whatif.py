@@ -49,7 +49,15 @@ def overlay(base: Inputs, extra: Inputs) -> Inputs:
     objects = {kind: dict(items) for kind, items in base.objects.items()}
     for kind, items in extra.objects.items():
         objects.setdefault(kind, {}).update(items)
-    return Inputs(list(nodes.values()), running, pending, list(profiles.values()), objects)
+    return Inputs(
+        list(nodes.values()),
+        running,
+        pending,
+        list(profiles.values()),
+        objects,
+        extra.config or base.config,
+        base.serve_default and extra.serve_default,
+    )
 
 
 def pods_only(extra: Inputs) -> Inputs:
