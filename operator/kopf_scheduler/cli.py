@@ -23,6 +23,10 @@ _COMMANDS = {
         "build, start or inspect the local control plane",
     ),
     "bench": ("kopf_scheduler.bench.runner", "side-by-side benchmarks with the reference kube-scheduler"),
+    "config": (
+        "kopf_scheduler.configtool",
+        "SchedulerProfiles from a KubeSchedulerConfiguration (import) and back (export)",
+    ),
     "fidelity": (
         "kopf_scheduler.fidelity.runner",
         "differential run: random scenarios decided by the reference kube-scheduler and ours",

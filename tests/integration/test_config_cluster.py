@@ -286,3 +286,45 @@ def test_an_invalid_file_exits_1_with_the_references_message(tmp_path: Path, sa_
     )
     assert proc.returncode == 1
     assert proc.stderr.strip() == "kopf-scheduler: profiles[1].schedulerName: Duplicate value: {}"
+
+
+def test_config_export_from_the_cluster(plane: ControlPlane, sa_kubeconfig: Path, tmp_path: Path) -> None:
+    """The cluster's SchedulerProfiles as one KubeSchedulerConfiguration, which the reference accepts."""
+    cr = {
+        "apiVersion": "kopfscheduler.io/v1alpha1",
+        "kind": "SchedulerProfile",
+        "metadata": {"name": "exported"},
+        "spec": {
+            "schedulerName": "exported",
+            "percentageOfNodesToScore": 40,
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+            ],
+        },
+    }
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(cr))
+    try:
+        doc = yaml.safe_load(cli(plane, "config", "export", "--from-cluster"))
+        names = [p["schedulerName"] for p in doc["profiles"]]
+        assert "exported" in names and "kopf-scheduler" in names
+        exported = next(p for p in doc["profiles"] if p["schedulerName"] == "exported")
+        assert exported["percentageOfNodesToScore"] == 40
+        doc["clientConnection"] = {"kubeconfig": str(plane.kubeconfig)}
+        path = tmp_path / "exported.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        written = tmp_path / "written.yaml"
+        proc = subprocess.run(
+            [
+                str(plane.bin_path),
+                "kube-scheduler",
+                f"--config={path}",
+                "--secure-port=0",
+                f"--write-config-to={written}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    finally:
+        plane.kubectl("delete", "schedulerprofile", "exported")
