@@ -25,6 +25,7 @@ from kopf_scheduler.framework.interface import Code, CycleState, Plugin, PreFilt
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import IN_TREE, Registry
 from kopf_scheduler.framework.types import NodeInfo
+from kopf_scheduler.metrics.recorder import NoopMetrics
 from kopf_scheduler.testing.builders import make_node, make_pod
 from kopf_scheduler.testing.fake_client import FakeClusterClient
 
@@ -215,11 +216,24 @@ class SignPoison(Poison):
 # --- the harness -----------------------------------------------------------------------------
 
 
+class Sampled(NoopMetrics):
+    """Every cycle times its plugins (the reference samples 10%): the timed code paths."""
+
+    def __init__(self) -> None:
+        self.durations: list[tuple[str, str, str]] = []
+
+    def sample_plugin_metrics(self) -> bool:
+        return True
+
+    def plugin_duration(self, plugin: str, point: str, status: str, seconds: float, count: int = 1) -> None:
+        self.durations.append((plugin, point, status))
+
+
 class Cluster:
     """A running engine: three 4-cpu nodes, the in-memory apiserver feeding binds back as the
     watch would, and ``Scheduler.run`` as a task."""
 
-    def __init__(self, plugin: type[Poison], *, batching: bool = False, poison_priority: int = 0) -> None:
+    def __init__(self, plugin: type[Poison], *, batching: bool = False, sampled: bool = False) -> None:
         registry = Registry(IN_TREE)
         registry.register("Poison", plugin)
         names = ["PrioritySort", "Poison", "NodeResourcesFit", "NodeResourcesBalancedAllocation"]
@@ -234,8 +248,14 @@ class Cluster:
             registry,
         )
         self.client = FakeClusterClient()
+        self.metrics = Sampled() if sampled else NoopMetrics()
         self.engine: Engine = new_engine(
-            self.client, [spec], registry=registry, rng=random.Random(1), opportunistic_batching=batching
+            self.client,
+            [spec],
+            registry=registry,
+            rng=random.Random(1),
+            opportunistic_batching=batching,
+            metrics=self.metrics,
         )
         handlers = self.engine.handlers
 
@@ -247,7 +267,6 @@ class Cluster:
         self.client.on_bind = bound
         for i in range(3):
             handlers.add_node(make_node(f"n{i}", cpu="4"))
-        self.poison_priority = poison_priority
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Cluster:
@@ -317,10 +336,11 @@ ERRORS: dict[str, tuple[type[Poison], str, str]] = {
 }
 
 
+@pytest.mark.parametrize("sampled", [False, True], ids=["", "timed"])
 @pytest.mark.parametrize("point", list(ERRORS))
-async def test_a_raising_plugin_fails_that_pod_only_and_the_loop_goes_on(point: str) -> None:
+async def test_a_raising_plugin_fails_that_pod_only_and_the_loop_goes_on(point: str, sampled: bool) -> None:
     plugin, reason, message = ERRORS[point]
-    async with Cluster(plugin) as cluster:
+    async with Cluster(plugin, sampled=sampled) as cluster:
         pods = [cluster.add("a"), cluster.add(POISON), cluster.add("b"), cluster.add("c")]
         poison = pods[1]
         others = [p for p in pods if p is not poison]
@@ -336,6 +356,12 @@ async def test_a_raising_plugin_fails_that_pod_only_and_the_loop_goes_on(point: 
         assert poison.uid not in engine.profiles.frameworks["kopf-scheduler"].waiting_pods
         if issubclass(plugin, Reserving):  # failed after Reserve: every Reserve plugin undone
             assert Poison.unreserved == [POISON]
+        # Points whose raising call is timed (the per-node and vector loops are not, nor PreFlight).
+        untimed = {"Filter", "FilterVector", "Score", "ScoreVector", "PreBindPreFlight"}
+        timed_as = {"NormalizeScore": "ScoreExtensionNormalize"} | dict.fromkeys(untimed)
+        label = timed_as.get(point, point)
+        if isinstance(cluster.metrics, Sampled) and label is not None:  # the raising call timed as an Error
+            assert ("Poison", label, "Error") in cluster.metrics.durations
         # The loop still schedules.
         late = cluster.add("late")
         await cluster.until(lambda: late.key in cluster.client.bindings)

@@ -674,14 +674,21 @@ class Framework:
     # -- Filter --
 
     def _filter_status(self, p: Any, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        try:
-            status: Status | None = p.filter(state, pod, node_info)
-        except Exception as exc:
-            status = _raised(exc, p.name, "Filter", pod)
+        """One node's verdict (the caller guards the call: it is per node in the search)."""
+        status: Status | None = p.filter(state, pod, node_info)
         if is_success(status):
             return None
         assert status is not None
         return _filter_failure(p, status)
+
+    def _filter_status_guarded(
+        self, p: Any, state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        """:meth:`_filter_status` with an exception as the Error status it stands for."""
+        try:
+            return self._filter_status(p, state, pod, node_info)
+        except Exception as exc:
+            return _filter_failure(p, _raised(exc, p.name, "Filter", pod))
 
     def run_filter_plugins(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """First failing Filter plugin's status for one node, or None."""
@@ -756,7 +763,7 @@ class Framework:
         for st, info in passes:
             for p in self.filter_plugins:
                 if p.name not in skip and out.get(p.name) is None:
-                    out[p.name] = self._filter_status(p, st, pod, info)
+                    out[p.name] = self._filter_status_guarded(p, st, pod, info)
             if any(v is not None for v in out.values()):
                 break
         return out
@@ -875,29 +882,31 @@ class Framework:
                 # has passed as many as are still needed (rows past that are never counted).
                 stop_after = num_to_find - found if p is filters[-1] and not special_pos.size else 0
                 passed = 0
-                for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
-                    if timings is not None:
-                        t0 = _perf()
-                        try:
+                try:  # around the loop: nothing per node while no plugin raises
+                    for j, r in zip(alive.tolist(), sub.tolist(), strict=True):
+                        if timings is not None:
+                            t0 = _perf()
                             raw = p.filter(state, pod, infos[r])
-                        except Exception as exc:
-                            raw = _raised(exc, p.name, "Filter", pod)
-                        timings.append(_Timing(p, np.array([j]), None, _perf() - t0, _code(raw)))
-                        status = None if is_success(raw) else _filter_failure(p, raw)
-                    else:
-                        status = self._filter_status(p, state, pod, infos[r])
-                    if status is not None:
-                        if status.code == Code.ERROR:
-                            _count_evaluations(looked, m, special_pos)
-                            self._observe_filter_timings(timings, state, pod, idx, m)
-                            raise FrameworkError(status)
-                        ok[j] = False
-                        node_rejected.append(j)
-                        eager.append((j, status))
-                    elif stop_after:
-                        passed += 1
-                        if passed >= stop_after:
-                            break
+                            timings.append(_Timing(p, np.array([j]), None, _perf() - t0, _code(raw)))
+                            status = None if is_success(raw) else _filter_failure(p, raw)
+                        else:
+                            status = self._filter_status(p, state, pod, infos[r])
+                        if status is not None:
+                            if status.code == Code.ERROR:
+                                raise FrameworkError(status)
+                            ok[j] = False
+                            node_rejected.append(j)
+                            eager.append((j, status))
+                        elif stop_after:
+                            passed += 1
+                            if passed >= stop_after:
+                                break
+                except Exception as exc:
+                    _count_evaluations(looked, m, special_pos)
+                    self._observe_filter_timings(timings, state, pod, idx, m)
+                    if isinstance(exc, FrameworkError):
+                        raise
+                    raise FrameworkError(_filter_failure(p, _raised(exc, p.name, "Filter", pod))) from exc
             for j in special_pos.tolist():
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
                 if status is not None and not is_success(status):
@@ -995,7 +1004,7 @@ class Framework:
                         statuses.set(info.name, shown)
                     return
                 for info in node_infos:
-                    status = self._filter_status(p, state, pod, info)
+                    status = self._filter_status_guarded(p, state, pod, info)
                     if status is None:  # vector and per-node disagree: a plugin bug, say so
                         msg = f"plugin {go_quote(p.name)}: filter_vector rejected a node filter accepts"
                         status = Status(Code.ERROR, msg)
