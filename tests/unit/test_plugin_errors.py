@@ -21,6 +21,7 @@ import pytest
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.engine import Engine, new_engine
+from kopf_scheduler.framework.events import WILDCARD_EVENT
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, PreFilterResult, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import IN_TREE, Registry
@@ -465,3 +466,22 @@ async def test_score_error_while_batching_fails_the_pod_after_a_full_pass() -> N
         poison, other = cluster.add(POISON), cluster.add("b")
         await cluster.until(lambda: other.key in cluster.client.bindings and bool(cluster.failures(poison)))
         assert cluster.failures(poison) == [f'running Score plugins: plugin "Poison" failed with: {ERROR}']
+
+
+class EventsPoison(Poison):
+    """EnqueueExtensions that raises when the profile is built."""
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        return None
+
+    def events_to_register(self) -> list[Any]:
+        raise RuntimeError("boom")
+
+
+async def test_events_to_register_error_makes_the_plugin_hear_every_event() -> None:
+    """The profile still serves, and pods its plugin rejects are requeued on any event."""
+    async with Cluster(EventsPoison) as cluster:
+        hints = cluster.engine.profiles.frameworks["kopf-scheduler"].queueing_hints()
+        assert [h.event for h in hints["Poison"]] == [WILDCARD_EVENT]
+        pod = cluster.add("a")
+        await cluster.until(lambda: pod.key in cluster.client.bindings)

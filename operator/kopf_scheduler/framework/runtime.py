@@ -542,7 +542,11 @@ class Framework:
                 if p.name in out:
                     continue
                 fn = getattr(p, "events_to_register", None)
-                out[p.name] = list(fn()) if fn is not None else list(_ALL_EVENTS)
+                try:
+                    out[p.name] = list(fn()) if fn is not None else list(_ALL_EVENTS)
+                except Exception:  # then every event may requeue its pods: never stranded
+                    log.exception("EventsToRegister of plugin %s failed; it hears every event", p.name)
+                    out[p.name] = list(_ALL_EVENTS)
         return out
 
     # -- PreEnqueue --
