@@ -485,3 +485,36 @@ async def test_events_to_register_error_makes_the_plugin_hear_every_event() -> N
         assert [h.event for h in hints["Poison"]] == [WILDCARD_EVENT]
         pod = cluster.add("a")
         await cluster.until(lambda: pod.key in cluster.client.bindings)
+
+
+class MalformedPreFilter(Poison):
+    """Returns a string where a Status belongs: the engine's own code then raises, past the
+    per-plugin guards (what the scheduling cycle's own guard is for)."""
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> Any:
+        return None, ("not a status" if pod.name == POISON else None)
+
+
+class MalformedPreBind(Reserving):
+    """The same in the binding cycle: the pod must be unreserved, forgotten and requeued."""
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Any:
+        return "not a status" if pod.name == POISON else None
+
+
+@pytest.mark.parametrize("plugin", [MalformedPreFilter, MalformedPreBind])
+async def test_an_error_past_the_plugin_guards_fails_only_that_pod(plugin: type[Poison]) -> None:
+    async with Cluster(plugin) as cluster:
+        pods = [cluster.add("a"), cluster.add(POISON), cluster.add("b")]
+        poison = pods[1]
+        await cluster.until(lambda: len(cluster.client.bindings) == 2 and bool(cluster.failures(poison)))
+        (message,) = cluster.failures(poison)
+        assert "'str' object has no attribute" in message
+        assert cluster.client.conditions[poison.key][0] == "SchedulerError"
+        engine = cluster.engine
+        assert engine.queue.where(poison.uid) == "backoff"
+        assert engine.cache.get_pod(poison.uid) is None and cluster.requested_milli_cpu() == 200
+        if plugin is MalformedPreBind:
+            assert Poison.unreserved == [POISON]
+        late = cluster.add("late")
+        await cluster.until(lambda: late.key in cluster.client.bindings)
