@@ -42,7 +42,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 from kopf_scheduler.bench.measure import Api
-from kopf_scheduler.bench.runner import ROOT, SCHEDULERS, _command, _stop
+from kopf_scheduler.bench.runner import ROOT, SCHEDULERS, _command, _free_port, _stop
 from kopf_scheduler.cluster.controlplane import ControlPlane, _die_with_parent, build, pinned_versions
 from kopf_scheduler.fidelity.compare import (
     CATEGORIES,
@@ -247,6 +247,10 @@ class FidelityRun:
     decision_timeout: float = 30.0
     quiet: float = 0.6  # no new victim for this long ends a preemption's wait
     kcp: Path | None = None
+    # Both schedulers started with this KubeSchedulerConfiguration (one of its profiles, by name, or
+    # the first): the reference serving it as default-scheduler, ours as kopf-scheduler.
+    config: Path | None = None
+    config_profile: str | None = None
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def indices(self) -> list[int]:
@@ -269,6 +273,7 @@ class Driver:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.started = 0
         self.pending: list[Obj] = []
+        self.sim_profiles: list[Any] = []  # simulate's profiles (a --config run's, else the default)
 
     # -- API helpers --
 
@@ -662,6 +667,7 @@ class Driver:
                 running=[parse_pod(p) for p in bound],
                 pending=[parse_pod(pending)],
                 objects={k: dict(v) for k, v in self.sim_state["objects"].items()},
+                profiles=list(self.sim_profiles),
             )
             if claims:  # as they were before this decision (the setup-time listing is older)
                 inputs.objects["ResourceClaim"] = {k: dict(v) for k, v in claims.items()}
@@ -743,6 +749,45 @@ def _git_commit() -> str:
     return ""
 
 
+def _replay(opts: FidelityRun, seed: int, scenario: int) -> str:
+    config = f" --config {opts.config}" if opts.config else ""
+    if opts.config and opts.config_profile:
+        config += f" --config-profile {opts.config_profile}"
+    return f"kopf-scheduler fidelity{config} --seed {seed} --scenario {scenario}"
+
+
+def config_files(opts: FidelityRun, plane: ControlPlane, workdir: Path) -> tuple[Path, Path, list[Any]]:
+    """The reference's and ours' copies of ``opts.config``: the profile under test renamed to each
+    side's schedulerName, the plane's kubeconfig, no leader election, scheduler_perf's client rate
+    for both; and ours' profile as simulate takes it."""
+    import yaml
+
+    from kopf_scheduler.config import kubescheduler as ks
+    from kopf_scheduler.framework.profiles import profiles_from_config
+
+    assert opts.config is not None
+    data = ks.read_yaml(opts.config.read_text())
+    ks.load_document(data)  # refused here, in the reference's words, before anything starts
+    profiles = list(data.get("profiles") or [{}])
+    wanted = opts.config_profile
+    chosen = next((p for p in profiles if p.get("schedulerName") == wanted), None) if wanted else profiles[0]
+    if chosen is None:
+        raise ValueError(f"{opts.config}: no profile {wanted!r}")
+    out = []
+    for name, scheduler in (("reference", "default-scheduler"), ("ours", "kopf-scheduler")):
+        doc = {
+            **data,
+            "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 1000, "burst": 1000},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{**chosen, "schedulerName": scheduler}],
+        }
+        path = workdir / f"{name}-config.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        out.append(path)
+    ours_profiles = profiles_from_config(ks.load(out[1].read_text()))
+    return out[0], out[1], ours_profiles
+
+
 def report(
     opts: FidelityRun,
     decisions: Sequence[Decision],
@@ -779,7 +824,7 @@ def report(
                         if category == "placement" and d.simulated is not None
                         else {}
                     ),
-                    "replay": f"kopf-scheduler fidelity --seed {d.seed} --scenario {d.scenario}",
+                    "replay": _replay(opts, d.seed, d.scenario),
                 }
                 disagreements.append(entry)
                 group = groups.setdefault(f"{mode}: {sig}", {"count": 0, "example": entry})
@@ -796,6 +841,7 @@ def report(
         "seeds": opts.seeds,
         "scenarios": opts.indices(),
         "features": [k for k, v in vars(opts.features).items() if v],
+        "config": str(opts.config) if opts.config else None,
         "decisions": len(decisions),
         "seconds": round(seconds, 1),
         "rates": tally.rates(),
@@ -857,12 +903,22 @@ async def _drive(plane: ControlPlane, opts: FidelityRun, logs: Path) -> Driver:
     driver = Driver(plane, opts)
     ns = argparse.Namespace(profile_ours=None, reference_qps=1000.0)
     procs = driver.procs
+    configs = config_files(opts, plane, logs) if opts.config else None
+    if configs is not None:
+        driver.sim_profiles = configs[2]
     try:
         await driver.start()
         for key in ("reference", "ours"):
             if key == "ours" and not opts.live:
                 continue
             cmd, env = _command(SCHEDULERS[key], plane, ns, key)
+            if configs is not None:  # both from the same file (cluster/runconfig.py, kube-scheduler's own)
+                if key == "reference":
+                    cmd = [str(plane.bin_path), "kube-scheduler", f"--secure-port={_free_port()}"]
+                    cmd += ["--bind-address=127.0.0.1", f"--config={configs[0]}"]
+                else:
+                    cmd = [sys.executable, "-m", "kopf_scheduler", "run", f"--config={configs[1]}"]
+                    cmd += ["--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
             if key == "reference":  # scores of every node: schedule_one.go's V(10) lines only
                 cmd += ["--v=2", "--vmodule=schedule_one=10", "--log-flush-frequency=1s"]
             with (logs / f"{key}.log").open("wb") as out:
@@ -925,6 +981,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--settle", type=float, default=0.6, help="seconds after a scenario's setup")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the summary as Markdown")
     parser.add_argument("--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="start both schedulers with this KubeSchedulerConfiguration (its profile under test "
+        "renamed to each side's schedulerName)",
+    )
+    parser.add_argument(
+        "--config-profile", default=None, help="the file's profile to test (default: the first)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -939,6 +1005,8 @@ def run(args: argparse.Namespace) -> int:
         simulated=not args.no_simulate,
         settle=args.settle,
         kcp=args.kcp,
+        config=args.config,
+        config_profile=args.config_profile,
     )
     result = run_fidelity(opts)
     if args.markdown:
