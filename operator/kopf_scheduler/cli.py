@@ -2,16 +2,23 @@
 
 Subcommand modules are imported only when chosen, so ``simulate`` never loads Kopf and ``run`` never
 loads the benchmark code. Each module offers ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Installed as ``kopf-scheduler`` and as ``kubectl-kopf_scheduler``, which kubectl's plugin discovery
+runs for ``kubectl kopf-scheduler ...`` (plugins/kopf-scheduler.yaml is its krew manifest).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["main"]
+from kopf_scheduler import __version__
+
+__all__ = ["kubectl_plugin", "main"]
 
 _COMMANDS = {
     "run": ("kopf_scheduler.cluster.run", "run the scheduler against a cluster (kubeconfig or in-cluster)"),
@@ -34,11 +41,35 @@ _COMMANDS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kopf-scheduler", description=__doc__.splitlines()[0])
+# The workbench: these build the control plane from tests/controlplane and read the repository
+# (crds/, tests/, git worktrees), so they run from a git checkout only. Installed from a wheel, they
+# say so in one line instead of failing somewhere inside.
+_NEEDS_CHECKOUT = frozenset({"bench", "fidelity", "controlplane", "playground"})
+
+
+def _checkout() -> Path | None:
+    """The git checkout this package is installed from (``pip install -e .``), if it is."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "tests" / "controlplane" / "go.mod").is_file():
+            return parent
+    return None
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "kopf-scheduler") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"kopf-scheduler {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = argv[0] if argv and argv[0] in _COMMANDS else None
+    # KOPF_SCHEDULER_CONTROLPLANE_SRC points the control-plane builder at the Go module elsewhere.
+    elsewhere = chosen == "controlplane" and bool(os.environ.get("KOPF_SCHEDULER_CONTROLPLANE_SRC"))
+    if chosen in _NEEDS_CHECKOUT and _checkout() is None and not elsewhere:
+        print(
+            f"{prog} {chosen}: works from a git checkout of kopf-scheduler only (pip install -e . "
+            "there); this installation has run, simulate, explain and config",
+            file=sys.stderr,
+        )
+        return 1
     for name, (module_name, help_text) in _COMMANDS.items():
         sp = sub.add_parser(name, help=help_text)
         if name == chosen:
@@ -47,6 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sp.set_defaults(_module=module)
     args = parser.parse_args(argv)
     return int(args._module.run(args))
+
+
+def kubectl_plugin() -> int:
+    """``kubectl-kopf_scheduler``: kubectl runs it for ``kubectl kopf-scheduler ARGS``, passing ARGS
+    (and its environment: ``$KUBECONFIG``, so the same cluster kubectl talks to)."""
+    return main(prog="kubectl kopf-scheduler")
 
 
 if __name__ == "__main__":

@@ -558,3 +558,14 @@ def test_uninstall_leaves_no_chart_object_and_keeps_the_crds(release: Release) -
     assert not plane.kubectl("get", "secrets", "-n", r.namespace, "-o", "name").strip()  # no release record
     for crd in ("schedulerprofiles.kopfscheduler.io", "clusterkopfpeerings.kopf.dev"):
         assert get_json(plane, "crd", crd)["metadata"]["name"] == crd
+
+
+def test_one_version_for_the_package_the_chart_and_the_image() -> None:
+    from kopf_scheduler import __version__
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    kustomization = yaml.safe_load((ROOT / "kustomization.yaml").read_text())
+    assert kustomization["images"][0]["newTag"] == __version__
+    deployment = yaml.safe_load((ROOT / "manifests" / "20-deployment.yaml").read_text())
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == f"kopf-scheduler:{__version__}"
