@@ -68,6 +68,7 @@ class Scheduler:
         self.log_path = log
         self.log = log.open("wb")
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env["POD_ID"] = f"{log.stem}-{os.getpid()}"  # the replica's identity in leader election
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
 
     def ready(self) -> bool:
@@ -79,6 +80,17 @@ class Scheduler:
         except (urllib.error.URLError, OSError):
             return False
 
+    def metric(self, name: str) -> float | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+        except (urllib.error.URLError, OSError):
+            return None
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split(" ")[1])
+        return None
+
     def logs(self) -> str:
         self.log.flush()
         return self.log_path.read_text(errors="replace")[-6000:]
@@ -89,7 +101,7 @@ class Scheduler:
         self.log.close()
 
 
-def config_file(path: Path, kubeconfig: Path | str, profiles: list[dict[str, Any]]) -> Path:
+def config_file(path: Path, kubeconfig: Path | str, profiles: list[dict[str, Any]], **extra: Any) -> Path:
     path.write_text(
         yaml.safe_dump(
             {
@@ -98,18 +110,20 @@ def config_file(path: Path, kubeconfig: Path | str, profiles: list[dict[str, Any
                 "clientConnection": {"kubeconfig": str(kubeconfig)},
                 "leaderElection": {"leaderElect": False},
                 "profiles": profiles,
+                **extra,
             }
         )
     )
     return path
 
 
-def ours(config: Path, log: Path, *extra: str) -> Scheduler:
+def ours(config: Path, log: Path, *extra: str, wait: bool = True) -> Scheduler:
     port = free_port()
     cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--config", str(config)]
     cmd += ["--metrics-host", "127.0.0.1", "--metrics-port", str(port), *extra]
     s = Scheduler(cmd, log, port)
-    wait_for(s.ready, 60, what=f"kopf-scheduler ready:\n{s.logs()}")
+    if wait:
+        wait_for(s.ready, 60, what=f"kopf-scheduler ready:\n{s.logs()}")
     return s
 
 
@@ -328,3 +342,50 @@ def test_config_export_from_the_cluster(plane: ControlPlane, sa_kubeconfig: Path
         assert proc.returncode == 0, proc.stderr[-2000:]
     finally:
         plane.kubectl("delete", "schedulerprofile", "exported")
+
+
+def test_leader_election_and_delay_cache_until_active_from_the_file(
+    plane: ControlPlane, sa_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Two replicas from one file (leaderElection on a named peering, short timings,
+    delayCacheUntilActive): the standby lists nothing and is not ready until it leads."""
+    ns = fresh_namespace(plane, "config-ha")
+    config = config_file(
+        tmp_path / "ha.yaml",
+        sa_kubeconfig,
+        [{"schedulerName": "ha"}],
+        leaderElection={
+            "leaderElect": True,
+            "leaseDuration": "6s",
+            "renewDeadline": "4s",
+            "retryPeriod": "1s",
+            "resourceName": "config-ha",
+        },
+        delayCacheUntilActive=True,
+    )
+    first = ours(config, tmp_path / "first.log")
+    second = ours(config, tmp_path / "second.log", wait=False)
+
+    def until(check: Any, who: Scheduler, what: str) -> None:
+        try:
+            wait_for(lambda: check() or None, 30, what=what)
+        except TimeoutError:
+            raise AssertionError(f"{what}: {who.metric('kopf_scheduler_leader')}\n{who.logs()}") from None
+
+    try:
+        until(lambda: first.metric("kopf_scheduler_leader") == 1.0, first, "a leader")
+        until(lambda: second.metric("kopf_scheduler_leader") == 0.0, second, "a standby")
+        assert get_json(plane, "clusterkopfpeering", "config-ha")["metadata"]["name"] == "config-ha"
+        # The standby keeps no cache: no listing, not ready.
+        assert not second.ready()
+        assert "Initial listing complete" not in second.logs() and "Initial listing complete" in first.logs()
+        first.proc.kill()
+        until(lambda: second.metric("kopf_scheduler_leader") == 1.0, second, "the takeover")
+        until(second.ready, second, "the new leader ready")
+        assert "starting the informers (delayCacheUntilActive)" in second.logs()
+        create(plane, node("ha-node", cpu="2", labels={"pool": "ha"}))
+        create(plane, pod("ha-pod", ns, "ha", node_selector={"pool": "ha"}))
+        wait_for(lambda: get_json(plane, "pod", "ha-pod", "-n", ns)["spec"].get("nodeName"), 30)
+    finally:
+        first.stop()
+        second.stop()

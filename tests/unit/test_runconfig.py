@@ -163,3 +163,17 @@ def test_run_exits_1_with_the_message_and_writes_the_config(tmp_path: Path) -> N
     written = yaml.safe_load(out.read_text())
     assert [p["schedulerName"] for p in written["profiles"]] == ["a", "b"]
     assert written["leaderElection"]["leaseDuration"] == "15s" and written["parallelism"] == 16
+
+
+def test_json_log_lines_as_component_base_writes_them() -> None:
+    import json
+    import logging
+
+    record = logging.LogRecord(
+        "kopf_scheduler.x", logging.INFO, "/a/b/leader.py", 42, "lead %s", ("won",), None
+    )
+    line = json.loads(run_cmd.JsonFormatter().format(record))
+    assert (line["msg"], line["caller"], line["v"]) == ("lead won", "leader.py:42", 0)
+    assert isinstance(line["ts"], float)
+    debug = logging.LogRecord("x", logging.DEBUG, "/m.py", 1, "d", (), None)
+    assert json.loads(run_cmd.JsonFormatter().format(debug))["v"] == 4
