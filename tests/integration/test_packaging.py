@@ -204,3 +204,53 @@ def test_kubectl_plugin_through_kubectls_discovery(
         assert ns in through_kubectl.stdout
     usage = _run([*kubectl, "kopf-scheduler", "--help"], outside, env)
     assert usage.stdout.startswith("usage: kubectl kopf-scheduler"), usage.stdout
+
+
+def test_krew_manifest_names_the_archive_it_would_install(tmp_path: Path) -> None:
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "plugins" / "kopf-scheduler.yaml").read_text())
+    assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "kopf-scheduler"
+    assert manifest["spec"]["version"] == f"v{__version__}"
+    (platform,) = manifest["spec"]["platforms"]
+    out = _run([str(ROOT / "scripts" / "krew-archive"), str(tmp_path)], ROOT)
+    assert out.returncode == 0, out.stderr
+    archive, sha256 = out.stdout.split()
+    assert platform["sha256"] == sha256, (
+        "plugins/kopf-scheduler.yaml: sha256 of scripts/krew-archive's output"
+    )
+    assert Path(platform["uri"]).name == Path(archive).name
+    with tarfile.open(archive) as tf:
+        member = tf.getmember(platform["bin"])
+        assert member.isfile() and member.mode & 0o111
+
+
+def test_krew_launcher_through_kubectls_discovery(
+    control_plane: ControlPlane, venv: Path, outside: Path
+) -> None:
+    """The archive krew would unpack, found by kubectl: it runs the installed package's command, or
+    says in one line what to install."""
+    plane = control_plane
+    ns, _ = _scenario(plane)
+    out = _run([str(ROOT / "scripts" / "krew-archive"), str(outside)], ROOT)
+    archive = out.stdout.split()[0]
+    krew_bin = outside / "krew-bin"
+    with tarfile.open(archive) as tf:
+        tf.extractall(krew_bin, filter="data")
+    kubectl = [str(plane.bin_path), "kubectl"]
+    env = _env(venv, KUBECONFIG=str(plane.kubeconfig))
+    env["PATH"] = f"{krew_bin}:{env['PATH']}"  # krew's first, then the venv's kopf-scheduler
+    listed = _run([*kubectl, "plugin", "list"], outside, env)
+    found = [line for line in listed.stdout.splitlines() if line.endswith("/kubectl-kopf_scheduler")]
+    assert found[0] == str(krew_bin / "kubectl-kopf_scheduler"), listed.stdout  # kubectl runs the first
+    through_krew = _run([*kubectl, "kopf-scheduler", "explain", f"{ns}/p"], outside, env)
+    direct = _run([str(venv / "kopf-scheduler"), "explain", f"{ns}/p"], outside, env)
+    assert through_krew.returncode == 0, through_krew.stderr
+    assert (through_krew.stdout, through_krew.stderr) == (direct.stdout, direct.stderr)
+
+    env["PATH"] = f"{krew_bin}:/usr/bin:/bin"  # the package not installed
+    missing = _run([*kubectl, "kopf-scheduler", "explain", f"{ns}/p"], outside, env)
+    assert missing.returncode == 1 and missing.stderr.splitlines() == [
+        "kubectl kopf-scheduler: needs the kopf-scheduler Python package: pip install kopf-scheduler "
+        "(Python >= 3.11)"
+    ], missing.stderr
