@@ -364,7 +364,7 @@ def test_leader_election_and_delay_cache_until_active_from_the_file(
         delayCacheUntilActive=True,
     )
     first = ours(config, tmp_path / "first.log")
-    second = ours(config, tmp_path / "second.log", wait=False)
+    second = ours(config, tmp_path / "second.log", "--logging-format=json", "-v=2", wait=False)
 
     def until(check: Any, who: Scheduler, what: str) -> None:
         try:
@@ -382,7 +382,11 @@ def test_leader_election_and_delay_cache_until_active_from_the_file(
         first.proc.kill()
         until(lambda: second.metric("kopf_scheduler_leader") == 1.0, second, "the takeover")
         until(second.ready, second, "the new leader ready")
-        assert "starting the informers (delayCacheUntilActive)" in second.logs()
+        # component-base's JSON lines (--logging-format=json).
+        second.logs()  # flushed
+        text = second.log_path.read_text()
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        assert any(line["msg"] == "Leading: starting the informers (delayCacheUntilActive)" for line in lines)
         create(plane, node("ha-node", cpu="2", labels={"pool": "ha"}))
         create(plane, pod("ha-pod", ns, "ha", node_selector={"pool": "ha"}))
         wait_for(lambda: get_json(plane, "pod", "ha-pod", "-n", ns)["spec"].get("nodeName"), 30)

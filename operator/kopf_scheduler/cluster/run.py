@@ -195,10 +195,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         const=1,
         default=0,
-        help="log verbosity (klog's -v): 1-3 adds Kopf's info, 4 and more debug logs",
+        help="log verbosity (klog's -v): 1-3 adds Kopf's info lines, 4 and more debug lines",
     )
-    parser.add_argument("--verbose", action="store_true", help="the same as -v=1")
-    parser.add_argument("--debug", action="store_true", help="the same as -v=4")
+    parser.add_argument("--verbose", action="store_true", help="debug lines (as -v=4)")
+    parser.add_argument("--debug", action="store_true", help="Kopf's debug mode")
 
 
 @contextlib.contextmanager
@@ -278,13 +278,12 @@ def configure_logging(args: argparse.Namespace) -> None:
     """klog's -v and --logging-format onto Kopf's and our loggers (after kopf.configure)."""
     import kopf
 
-    level = max(int(getattr(args, "verbosity", 0) or 0), 1 if args.verbose else 0, 4 if args.debug else 0)
-    kopf.configure(verbose=level >= 1, debug=level >= 4)
-    if level == 0:
+    level = int(getattr(args, "verbosity", 0) or 0)
+    # -v 1-3: Kopf's info lines too; -v 4 and more (or --verbose): debug; --debug: Kopf's debug mode.
+    kopf.configure(verbose=level >= 4 or args.verbose, debug=args.debug)
+    if level == 0 and not (args.verbose or args.debug):
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("kopf_scheduler").setLevel(logging.INFO)
-    elif level >= 4:
-        logging.getLogger("kopf_scheduler").setLevel(logging.DEBUG)
     if getattr(args, "logging_format", "text") == "json":
         formatter = JsonFormatter()
         for handler in logging.getLogger().handlers:
