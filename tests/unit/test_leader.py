@@ -246,3 +246,27 @@ def test_timing_is_validated_as_client_go_does() -> None:
 
 def test_start_priority_prefers_older_replicas() -> None:
     assert start_priority(1000.0) > start_priority(1000.5)
+
+
+async def test_two_processes_with_one_identity_never_both_lead() -> None:
+    """A misconfigured Deployment (one POD_ID for two replicas) must not give two leaders."""
+    world = World()
+    twin = world.gates[1]
+    same = LeaderGate(
+        world.store.view("r0"),  # type: ignore[arg-type]
+        "r0",
+        twin.priority,
+        TIMING,
+        clock=twin.clock,
+        wallclock=twin.wallclock,
+    )
+    world.gates[1] = same
+    await world.run(10)
+    assert len(world.acting()) == 1
+    holder = world.acting()[0]
+    world.paused.add(holder)
+    await world.run(25)
+    assert world.acting() == [1 - holder]
+    world.paused.clear()
+    await world.run(20)
+    assert world.acting() == [1 - holder]

@@ -43,6 +43,7 @@ import logging
 import math
 import random
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -142,6 +143,7 @@ class _Seen:
     since: float  # local monotonic time this content was first seen
     leading: bool
     lifetime: float
+    process: str  # the writing process's nonce: two processes misconfigured with one identity differ
 
 
 def _content(info: Any) -> bytes:
@@ -154,8 +156,9 @@ def _content(info: Any) -> bytes:
 class PeerObservations:
     """Each peer entry's content and when this replica first saw it (client-go's observedTime)."""
 
-    def __init__(self, timing: ElectionTiming) -> None:
+    def __init__(self, timing: ElectionTiming, process: str = "") -> None:
         self.timing = timing
+        self.process = process
         self.seen: dict[str, _Seen] = {}
 
     def _lifetime(self, info: Any) -> float:
@@ -177,15 +180,32 @@ class PeerObservations:
             if prior is not None and prior.content == content:
                 continue
             leading = isinstance(info, Mapping) and info.get("leading") is True
-            self.seen[peer] = _Seen(content, now, leading, self._lifetime(info))
+            process = str(info.get("process") or "") if isinstance(info, Mapping) else ""
+            self.seen[peer] = _Seen(content, now, leading, self._lifetime(info), process)
 
     def holders(self, identity: str, now: float) -> dict[str, float]:
-        """Other peers claiming the lead whose entries are alive, with when they expire here."""
+        """Other peers claiming the lead whose entries are alive, with when they expire here.
+
+        Our own entry counts too when another process wrote it (two replicas given one ``POD_ID``):
+        without that, each would take the other's renewals for its own and both would lead.
+        """
         return {
             peer: seen.since + seen.lifetime
             for peer, seen in self.seen.items()
-            if peer != identity and seen.leading and now < seen.since + seen.lifetime
+            if (peer != identity or seen.process != self.process)
+            and seen.leading
+            and now < seen.since + seen.lifetime
         }
+
+    def taken(self, identity: str, now: float) -> bool:
+        """Whether another live process writes our entry: then we must not write it at all."""
+        seen = self.seen.get(identity)
+        return (
+            seen is not None
+            and seen.process != self.process
+            and seen.leading
+            and now < seen.since + seen.lifetime
+        )
 
     def stale(self, identity: str, now: float) -> list[str]:
         """Entries unchanged for ``STALE_FACTOR`` lifetimes: dead replicas or garbage, to remove."""
@@ -218,7 +238,8 @@ class LeaderGate:
         self.leading = asyncio.Event()
         self.standby = asyncio.Event()
         self.standby.set()
-        self.observations = PeerObservations(self.timing)
+        self.process = uuid.uuid4().hex[:12]
+        self.observations = PeerObservations(self.timing, self.process)
         self.transitions = 0
         self.last_error: str | None = None
         self._held_until = -math.inf if store is not None else math.inf
@@ -291,6 +312,7 @@ class LeaderGate:
             "lifetime": math.ceil(self.timing.lifetime),
             "lastseen": lastseen,
             "leading": leading,
+            "process": self.process,
         }
 
     async def attempt(self) -> bool:
@@ -323,6 +345,12 @@ class LeaderGate:
             if self.leading.is_set():
                 logger.warning("Another replica holds the lead (%s): standing down", ", ".join(holders))
             self._drop()
+            if self.observations.taken(self.identity, now):
+                why = f"another process holds the lead as {self.identity}: is POD_ID unique?"
+                if why != self.last_error:
+                    logger.error("Leader election: %s", why)
+                self.last_error = why
+                return False  # writing our entry would overwrite that process's renewals
             await self._presence(status, now)
             return False
         entries: dict[str, Any] = {peer: None for peer in self.observations.stale(self.identity, now)}

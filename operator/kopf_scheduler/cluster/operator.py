@@ -96,11 +96,13 @@ def process_age() -> float | None:
 
 
 def _identity() -> str:
-    """Kopf reads ``$POD_ID`` for its peering identity; we fix it first so the gate knows it."""
-    if not os.environ.get("POD_ID"):
-        rnd = "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=5))
-        os.environ["POD_ID"] = f"{socket.gethostname()}-{os.getpid()}-{rnd}"
-    return os.environ["POD_ID"]
+    """The replica's name in the peering object: ``$POD_ID`` (the pod's name, from the Deployment),
+    else host, pid and a random suffix. Read, never written back: child processes (tests, tools)
+    must not inherit one replica's identity."""
+    if os.environ.get("POD_ID"):
+        return os.environ["POD_ID"]
+    rnd = "".join(random.choices("abcdefghijklmnopqrstuvwxyz0123456789", k=5))
+    return f"{socket.gethostname()}-{os.getpid()}-{rnd}"
 
 
 @dataclass
