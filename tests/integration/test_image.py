@@ -31,6 +31,7 @@ import yaml
 
 from kopf_scheduler.cluster.controlplane import ControlPlane
 
+from .charthelpers import CONFIG_PATH, build_helm, docs, render, values_file
 from .test_operator_helpers import (
     ROOT,
     create,
@@ -68,12 +69,10 @@ def _podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.
     )
 
 
-def _deployment_container() -> dict[str, Any]:
+def _manifests_pod_spec() -> dict[str, Any]:
     dep = yaml.safe_load((ROOT / "manifests" / "20-deployment.yaml").read_text())
-    spec = dep["spec"]["template"]["spec"]
-    container: dict[str, Any] = spec["containers"][0]
-    container["_pod_security"] = spec["securityContext"]
-    return container
+    spec: dict[str, Any] = dep["spec"]["template"]["spec"]
+    return spec
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +89,21 @@ def image() -> dict[str, Any]:
 
 
 class Container:
-    """One replica of the Deployment as a podman container."""
+    """One replica of a Deployment's pod spec (manifests/' by default) as a podman container.
 
-    def __init__(self, plane: ControlPlane, sa_dir: Path, name: str) -> None:
-        spec = _deployment_container()
+    Its volumes as the kubelet makes them: an emptyDir is a tmpfs, a ConfigMap a read-only directory
+    of its ``config_maps[name]`` files."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        sa_dir: Path,
+        name: str,
+        pod_spec: dict[str, Any] | None = None,
+        config_maps: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        pod_spec = pod_spec or _manifests_pod_spec()
+        spec = pod_spec["containers"][0]
         self.name = name
         self.port = free_port()
         args = list(spec["args"])
@@ -108,15 +118,28 @@ class Container:
             f"KUBERNETES_SERVICE_PORT={plane.port}",
         ]
         security = spec["securityContext"]
-        pod_security = spec["_pod_security"]
+        pod_security = pod_spec["securityContext"]
         flags = [
             "--network=host",
             f"--user={pod_security['runAsUser']}:{pod_security['runAsGroup']}",
             f"--volume={sa_dir}:{SA_DIR}:ro",
-            f"--stop-timeout={30}",
+            f"--stop-timeout={pod_spec['terminationGracePeriodSeconds']}",
         ]
+        volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
+        for mount in spec.get("volumeMounts") or []:
+            volume = volumes[mount["name"]]
+            if "emptyDir" in volume:
+                flags.append(f"--tmpfs={mount['mountPath']}")
+            else:  # a ConfigMap: its files, readable by the non-root user (the kubelet's 0644)
+                files = (config_maps or {})[volume["configMap"]["name"]]
+                host = sa_dir.parent / f"{name}-{mount['name']}"
+                host.mkdir(mode=0o755)
+                for file, text in files.items():
+                    (host / file).write_text(text)
+                    (host / file).chmod(0o644)
+                flags.append(f"--volume={host}:{mount['mountPath']}:ro")
         if security.get("readOnlyRootFilesystem"):
-            flags += ["--read-only", "--tmpfs=/tmp"]  # the Deployment's emptyDir at /tmp
+            flags.append("--read-only")
         if security.get("capabilities", {}).get("drop") == ["ALL"]:
             flags.append("--cap-drop=ALL")
         if security.get("allowPrivilegeEscalation") is False:
@@ -232,3 +255,40 @@ def test_image_runs_as_the_deployment_binds_and_hands_over(
     code, seconds = second.sigterm()
     assert code == 0 and seconds < 30, second.logs()
     assert "Traceback" not in second.logs()
+
+
+def test_chart_deployment_with_a_config_file_runs_and_binds(
+    control_plane: ControlPlane, service_account: Path, containers: list[Container], tmp_path: Path
+) -> None:
+    """The chart's pod spec (helm template; release kopf-scheduler: the manifests' ServiceAccount,
+    which has the chart's RBAC) with ``config`` set: the file's profile binds a pod."""
+    plane = control_plane
+    ns = fresh_namespace(plane, "image-chart")
+    label = {"image-test": ns}
+    create(plane, node(f"{ns}-n1", labels=label))
+    values = {
+        "peering": f"image-chart-{ns}",
+        "config": {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{"schedulerName": f"{ns}-file"}],
+        },
+    }
+    objs = docs(render(build_helm(), "-f", values_file(tmp_path, values)))
+    deployment = next(o for o in objs if o["kind"] == "Deployment")
+    config_maps = {o["metadata"]["name"]: o["data"] for o in objs if o["kind"] == "ConfigMap"}
+    pod_spec = deployment["spec"]["template"]["spec"]
+    assert CONFIG_PATH in pod_spec["containers"][0]["args"]
+
+    replica = Container(plane, service_account, f"kopf-scheduler-chart-{ns}", pod_spec, config_maps)
+    containers.append(replica)
+    wait_for(
+        lambda: replica.probe("readinessProbe") and replica.leading(), 90, what=f"ready:\n{replica.logs()}"
+    )
+    create(plane, pod("p1", ns, scheduler=f"{ns}-file", node_selector=label))
+    wait_for(lambda: node_of(plane, ns, "p1"), 30, what=f"p1 bound:\n{replica.logs()}")
+    who = wait_for(lambda: _scheduled_by(plane, ns, "p1"), 30, what="Scheduled event of p1")
+    assert who == f"kopf-scheduler-{replica.name}", who
+    code, seconds = replica.sigterm()
+    assert code == 0 and seconds < 30, replica.logs()
+    assert "Traceback" not in replica.logs()
