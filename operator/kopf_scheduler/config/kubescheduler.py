@@ -25,6 +25,8 @@ and a custom resource become the same framework.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import io
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +52,8 @@ __all__ = [
     "KIND",
     "ClientConnection",
     "ConfigError",
+    "ExtenderConfig",
+    "ExtenderTLSConfig",
     "KubeSchedulerConfiguration",
     "LeaderElection",
     "default_config",
@@ -1316,6 +1320,78 @@ class ClientConnection:
     burst: int
 
 
+@dataclass(frozen=True)
+class ExtenderTLSConfig:
+    """``v1.ExtenderTLSConfig`` (the ``*Data`` fields decoded from base64)."""
+
+    insecure: bool = False
+    server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    cert_data: bytes = b""
+    key_data: bytes = b""
+    ca_data: bytes = b""
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    """``v1.Extender``, one of ``extenders[]``; ``http_timeout`` in seconds (0: unset, the
+    extender's default of 5 s applies)."""
+
+    url_prefix: str
+    filter_verb: str = ""
+    preempt_verb: str = ""
+    prioritize_verb: str = ""
+    weight: int = 0
+    bind_verb: str = ""
+    enable_https: bool = False
+    tls_config: ExtenderTLSConfig | None = None
+    http_timeout: float = 0.0
+    node_cache_capable: bool = False
+    managed_resources: tuple[tuple[str, bool], ...] = ()  # (name, ignoredByScheduler)
+    ignorable: bool = False
+
+    @classmethod
+    def from_document(cls, ext: Mapping[str, Any], path: str = "extenders[0]") -> ExtenderConfig:
+        tls = ext.get("tlsConfig")
+        tls_config = None
+        if tls is not None:
+            data: dict[str, bytes] = {}
+            for key in ("certData", "keyData", "caData"):
+                try:
+                    data[key] = base64.b64decode(tls.get(key) or "", validate=True)
+                except (binascii.Error, ValueError):
+                    raise ConfigError(f"{path}.tlsConfig.{key}: illegal base64 data") from None
+            tls_config = ExtenderTLSConfig(
+                insecure=bool(tls.get("insecure")),
+                server_name=tls.get("serverName") or "",
+                cert_file=tls.get("certFile") or "",
+                key_file=tls.get("keyFile") or "",
+                ca_file=tls.get("caFile") or "",
+                cert_data=data["certData"],
+                key_data=data["keyData"],
+                ca_data=data["caData"],
+            )
+        return cls(
+            url_prefix=ext.get("urlPrefix") or "",
+            filter_verb=ext.get("filterVerb") or "",
+            preempt_verb=ext.get("preemptVerb") or "",
+            prioritize_verb=ext.get("prioritizeVerb") or "",
+            weight=int(ext.get("weight") or 0),
+            bind_verb=ext.get("bindVerb") or "",
+            enable_https=bool(ext.get("enableHTTPS")),
+            tls_config=tls_config,
+            http_timeout=_seconds(ext["httpTimeout"]) if ext.get("httpTimeout") else 0.0,
+            node_cache_capable=bool(ext.get("nodeCacheCapable")),
+            managed_resources=tuple(
+                (r.get("name") or "", bool(r.get("ignoredByScheduler")))
+                for r in ext.get("managedResources") or ()
+            ),
+            ignorable=bool(ext.get("ignorable")),
+        )
+
+
 @dataclass
 class KubeSchedulerConfiguration:
     """A decoded, defaulted and validated configuration.
@@ -1350,6 +1426,15 @@ class KubeSchedulerConfiguration:
     @property
     def extenders(self) -> list[dict[str, Any]]:
         return list(self.document.get("extenders") or [])
+
+    def extender_configs(self) -> list[ExtenderConfig]:
+        """``extenders[]``, typed (ConfigError for ``*Data`` that is not base64)."""
+        return [ExtenderConfig.from_document(e, f"extenders[{i}]") for i, e in enumerate(self.extenders)]
+
+    def extender_ignored_resources(self) -> list[str]:
+        """What NodeResourcesFit skips in every profile: the extenders' managed resources marked
+        ``ignoredByScheduler``, in order (``buildExtenders`` sets them as its ``ignoredResources``)."""
+        return [name for e in self.extender_configs() for name, ignored in e.managed_resources if ignored]
 
     @property
     def leader_election(self) -> LeaderElection:
