@@ -1320,6 +1320,19 @@ class ClientConnection:
     burst: int
 
 
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _base64(text: str) -> bytes:
+    """A ``[]byte`` field as encoding/json decodes it (standard base64); its error as Go words it."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        body = text.rstrip("=")
+        bad = next((i for i, ch in enumerate(body) if ch not in _BASE64), len(body))
+        raise ConfigError(f"illegal base64 data at input byte {bad}") from None
+
+
 @dataclass(frozen=True)
 class ExtenderTLSConfig:
     """``v1.ExtenderTLSConfig`` (the ``*Data`` fields decoded from base64)."""
@@ -1353,16 +1366,11 @@ class ExtenderConfig:
     ignorable: bool = False
 
     @classmethod
-    def from_document(cls, ext: Mapping[str, Any], path: str = "extenders[0]") -> ExtenderConfig:
+    def from_document(cls, ext: Mapping[str, Any]) -> ExtenderConfig:
         tls = ext.get("tlsConfig")
         tls_config = None
         if tls is not None:
-            data: dict[str, bytes] = {}
-            for key in ("certData", "keyData", "caData"):
-                try:
-                    data[key] = base64.b64decode(tls.get(key) or "", validate=True)
-                except (binascii.Error, ValueError):
-                    raise ConfigError(f"{path}.tlsConfig.{key}: illegal base64 data") from None
+            data = {key: _base64(tls.get(key) or "") for key in ("certData", "keyData", "caData")}
             tls_config = ExtenderTLSConfig(
                 insecure=bool(tls.get("insecure")),
                 server_name=tls.get("serverName") or "",
@@ -1429,7 +1437,7 @@ class KubeSchedulerConfiguration:
 
     def extender_configs(self) -> list[ExtenderConfig]:
         """``extenders[]``, typed (ConfigError for ``*Data`` that is not base64)."""
-        return [ExtenderConfig.from_document(e, f"extenders[{i}]") for i, e in enumerate(self.extenders)]
+        return [ExtenderConfig.from_document(e) for e in self.extenders]
 
     def extender_ignored_resources(self) -> list[str]:
         """What NodeResourcesFit skips in every profile: the extenders' managed resources marked
