@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import queue
 import selectors
@@ -83,19 +85,26 @@ class Health:
             TASKS.set(len(asyncio.all_tasks()))
             await asyncio.sleep(period)
 
-    def live(self) -> tuple[bool, str]:
+    def loop_problem(self) -> str | None:
+        """None while the event loop beats, else why it is deemed stuck."""
         age = time.monotonic() - self.beat
         LOOP_LAG.set(age)
-        if age > self.stuck_after:
-            return False, f"event loop stuck for {age:.1f}s"
-        for name, check in list(self.checks.items()):
+        return f"event loop stuck for {age:.1f}s" if age > self.stuck_after else None
+
+    def named_checks(self) -> list[tuple[str, Callable[[], str | None]]]:
+        """The liveness checks by name (``event-loop`` first), each None if fine, else a reason;
+        the secure port lists them as kube-scheduler's /healthz lists its checks."""
+        return [("event-loop", self.loop_problem), *list(self.checks.items())]
+
+    def live(self) -> tuple[bool, str]:
+        for name, check in self.named_checks():
             try:
                 problem = check()
             except Exception as exc:  # a check must not crash the probe
                 problem = f"check raised {exc!r}"
             if problem:
-                return False, f"{name}: {problem}"
-        return True, f"ok (loop heartbeat {age:.1f}s ago)"
+                return False, problem if name == "event-loop" else f"{name}: {problem}"
+        return True, f"ok (loop heartbeat {time.monotonic() - self.beat:.1f}s ago)"
 
 
 def _handler(health: Health, idle_timeout: float) -> type[BaseHTTPRequestHandler]:
@@ -137,9 +146,18 @@ class HealthServer(HTTPServer):
     The accepting thread parks each new connection in a selector, where a thread (the parker)
     waits for it to send something; only then is it handed to one of ``workers`` threads. A
     connection silent for ``idle_timeout`` is closed there, and the handler's socket timeout
-    bounds the request itself. Past ``max_idle`` silent connections the oldest is closed."""
+    bounds the request itself. Past ``max_idle`` silent connections the oldest is closed.
+    :meth:`advance` is the parker's step for a connection that became ready: here it is served at
+    once; the secure server (``cluster/serving.py``) runs its TLS handshake there first, so a
+    client stalling mid-handshake holds no thread either.
 
-    request_queue_size = 128  # the listen backlog (socketserver's 5 drops a burst of connects)
+    ``sock``: a socket already bound and listening (``run`` binds the secure port before the
+    operator starts, so a port in use is an error at start-up, as in kube-scheduler)."""
+
+    # The listen backlog: the accepting thread takes one connection per wake-up, so a burst of
+    # connects overflows a short queue and the kernel drops SYNs (retried a second later): 128 did
+    # for 200 at once (test_metrics_server), socketserver's 5 for far fewer.
+    request_queue_size = 512
 
     def __init__(
         self,
@@ -149,8 +167,16 @@ class HealthServer(HTTPServer):
         workers: int = WORKERS,
         idle_timeout: float = IDLE_TIMEOUT,
         max_idle: int = MAX_IDLE,
+        sock: socket.socket | None = None,
     ) -> None:
-        super().__init__(address, handler)
+        if sock is None:
+            super().__init__(address, handler)
+        else:
+            super().__init__(address, handler, bind_and_activate=False)
+            self.socket.close()
+            self.socket = sock
+            self.server_address = sock.getsockname()[:2]
+            self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
         self.idle_timeout = idle_timeout
         self.max_idle = max_idle
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="kopf-scheduler-http")
@@ -167,15 +193,29 @@ class HealthServer(HTTPServer):
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")
 
+    def advance(self, conn: Any) -> tuple[Any, int]:
+        """A parked connection became ready: ``(conn, 0)`` to serve it now, ``(conn, events)`` to
+        park it again until those selector events (its deadline unchanged), or raise OSError to drop
+        it (an override that wrapped ``conn`` closes the wrapper first: ``conn`` is then detached)."""
+        return conn, 0
+
     def _park(self) -> None:
         selector = selectors.DefaultSelector()
         selector.register(self._wake_r, selectors.EVENT_READ, None)
-        deadlines: dict[socket.socket, float] = {}  # in arrival order, so the earliest first
+        deadlines: dict[Any, float] = {}  # parked connection -> when it is closed
+        heap: list[tuple[float, int, Any]] = []  # (deadline, arrival, conn): stale entries skipped
+        order = itertools.count()
+
+        def drop(conn: Any) -> None:
+            selector.unregister(conn)
+            del deadlines[conn]
+            self.shutdown_request(conn)
+
         try:
             while not self._closing:
-                timeout = None
-                if deadlines:
-                    timeout = max(0.0, next(iter(deadlines.values())) - time.monotonic())
+                while heap and deadlines.get(heap[0][2]) != heap[0][0]:
+                    heapq.heappop(heap)  # served or dropped meanwhile
+                timeout = max(0.0, heap[0][0] - time.monotonic()) if heap else None
                 for key, _ in selector.select(timeout):
                     if key.data is None:
                         with contextlib.suppress(OSError):
@@ -183,20 +223,37 @@ class HealthServer(HTTPServer):
                         continue
                     conn: Any = key.fileobj
                     selector.unregister(conn)
-                    del deadlines[conn]
-                    self._pool.submit(self._serve, conn, key.data)
+                    deadline = deadlines.pop(conn)
+                    try:
+                        conn, events = self.advance(conn)
+                    except OSError as exc:  # includes ssl.SSLError: a failed handshake
+                        log.debug("connection from %s dropped: %r", key.data, exc)
+                        self.shutdown_request(conn)
+                        continue
+                    if not events:
+                        self._pool.submit(self._serve, conn, key.data)
+                        continue
+                    selector.register(conn, events, key.data)
+                    deadlines[conn] = deadline
+                    heapq.heappush(heap, (deadline, next(order), conn))
                 while True:
                     try:
                         conn, address = self._arrivals.get_nowait()
                     except queue.Empty:
                         break
+                    conn.setblocking(False)
                     selector.register(conn, selectors.EVENT_READ, address)
-                    deadlines[conn] = time.monotonic() + self.idle_timeout
-                    if len(deadlines) > self.max_idle:
-                        self._drop(selector, deadlines, next(iter(deadlines)))
+                    deadlines[conn] = deadline = time.monotonic() + self.idle_timeout
+                    heapq.heappush(heap, (deadline, next(order), conn))
+                    while len(deadlines) > self.max_idle:  # the oldest first
+                        _, _, oldest = heapq.heappop(heap)
+                        if oldest in deadlines:
+                            drop(oldest)
                 now = time.monotonic()
-                while deadlines and next(iter(deadlines.values())) <= now:
-                    self._drop(selector, deadlines, next(iter(deadlines)))
+                while heap and heap[0][0] <= now:
+                    _, _, conn = heapq.heappop(heap)
+                    if deadlines.get(conn) is not None and deadlines[conn] <= now:
+                        drop(conn)
         except Exception:
             log.exception("the metrics server's idle-connection thread failed")
         finally:
@@ -204,15 +261,9 @@ class HealthServer(HTTPServer):
                 self.shutdown_request(conn)
             selector.close()
 
-    def _drop(
-        self, selector: selectors.BaseSelector, deadlines: dict[socket.socket, float], conn: Any
-    ) -> None:
-        selector.unregister(conn)
-        del deadlines[conn]
-        self.shutdown_request(conn)
-
     def _serve(self, conn: Any, address: Any) -> None:
         try:
+            conn.setblocking(True)
             self.finish_request(conn, address)
         except Exception as exc:  # a client gone or too slow midway: its own business
             log.debug("metrics request from %s failed: %r", address, exc)
