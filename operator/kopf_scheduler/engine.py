@@ -9,7 +9,7 @@ build their engine here; they differ only in the client they pass (the apiserver
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.client import ClusterClient
+from kopf_scheduler.framework.extender import Extender
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.queue.nominator import Nominator
@@ -50,6 +51,7 @@ def new_engine(
     parallel_binds: int = 16,
     event_workers: int = EVENT_WORKERS,
     opportunistic_batching: bool = True,
+    extenders: Sequence[Extender] = (),
 ) -> Engine:
     """Build an engine around ``client``.
 
@@ -57,6 +59,8 @@ def new_engine(
     ``is_responsible`` picks the unassigned pods that are ours (default: a profile serves the
     pod's schedulerName). ``objects`` is what plugins read as ``handle.objects`` (default: the
     cache's, filled through the event handlers; simulate passes its inputs' objects).
+    ``extenders`` are the HTTP extenders (the edge builds them from a KubeSchedulerConfiguration:
+    ``cluster.extender.build_extenders``), fixed for the engine's lifetime as in the reference.
     """
     recorder = metrics if metrics is not None else NoopMetrics()
     cache = Cache()
@@ -73,6 +77,7 @@ def new_engine(
         metrics=recorder,
         objects=objects if objects is not None else cache.objects,
         opportunistic_batching=opportunistic_batching,
+        extenders=extenders,
     )
     if is_responsible is None:
 

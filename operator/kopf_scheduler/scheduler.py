@@ -17,7 +17,7 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,14 @@ from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, Sco
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE, EVENT_FORCE_ACTIVATE
+from kopf_scheduler.framework.extender import (
+    EXTENDER_NAME,
+    Extender,
+    extender_scores,
+    extenders_binding,
+    find_nodes_that_pass_extenders,
+    run_now,
+)
 from kopf_scheduler.framework.interface import (
     AsyncPodGroupPreemptionPlugin,
     AsyncPreemptionPlugin,
@@ -41,6 +49,7 @@ from kopf_scheduler.framework.interface import (
     PodNominator,
     PostFilterResult,
     PreEnqueuePlugin,
+    PreFilterResult,
     ProposedAssignment,
     Status,
     is_success,
@@ -86,6 +95,9 @@ EVENT_WORKERS = 4
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"  # the reference's errPodGroupUnschedulable
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int, global_percentage: int = 0) -> int:
@@ -244,6 +256,20 @@ class _Failure:
     post_filter: PostFilterResult | None = None
 
 
+def _unfit(state: CycleState, fit: FitError) -> _Failure:
+    """No node and no PostFilter: in a pod group's cycle the group's decides at its end (the
+    nomination is left); otherwise there is no preemption and a nomination left is cleared."""
+    nominating = None if state.pod_group_cycle else ""
+    return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating=nominating)
+
+
+def _algorithm_error(pod: Pod, exc: NoNodesAvailable | FrameworkError) -> _Failure:
+    if isinstance(exc, NoNodesAvailable):
+        return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc, nominating="")
+    log.error("error selecting node for pod %s: %s", pod.key, exc)
+    return _Failure(exc.status, exc, nominating="")
+
+
 def _failure_on(pod: Pod, host: str, status: Status) -> _Failure:
     """A pod's failure on its chosen node after Reserve or Permit said no: a rejection reads as a
     FitError over that one node, anything else is the error itself."""
@@ -306,9 +332,9 @@ class _PodGroupSimulation:
         sched, fw = self._sched, self._fw
         placed: list[ProposedAssignment] = []
 
-        def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
+        async def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
             pod = qpi.pod
-            try:
+            try:  # on the edited snapshot, without the extenders (this runs inside a plugin)
                 result = sched.schedule_pod(fw, state, pod, dry_run=True)
             except NoNodesAvailable as exc:
                 return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc)
@@ -326,7 +352,7 @@ class _PodGroupSimulation:
             return result, dataclasses.replace(pod, node_name=assignment.node_name)
 
         try:
-            outcomes, status = sched._pod_group_algorithm(fw, self._group, self._members, place)
+            outcomes, status = run_now(sched._pod_group_algorithm(fw, self._group, self._members, place))
         finally:
             for assignment in reversed(placed):
                 self.forget(assignment)
@@ -360,8 +386,12 @@ class Scheduler:
         percentage_of_nodes_to_score: int = 0,
         clock: Callable[[], float] = time.monotonic,
         opportunistic_batching: bool = True,
+        extenders: Sequence[Extender] = (),
     ) -> None:
         self.cache = cache
+        # HTTP extenders (``extenders[]`` of a KubeSchedulerConfiguration), in the reference's
+        # order: the ignorable ones last. With none, the cycle runs synchronously as before.
+        self.extenders = tuple(extenders)
         self.queue = queue
         self.client = client
         self.profiles = profiles
@@ -396,6 +426,7 @@ class Scheduler:
                 metrics=self.metrics,
                 pod_groups=cache.pod_groups,
                 opportunistic_batching=opportunistic_batching,
+                extenders=self.extenders,
             ),
             queue,
         )
@@ -487,7 +518,7 @@ class Scheduler:
                     member.unschedulable_plugins = {gate}
                     self.queue.add_unschedulable_if_not_present(member, self.queue.scheduling_cycle)
                 return True
-            self._schedule_pod_group(fw, members)
+            await self._schedule_pod_group(fw, members)
             return True
         if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
             self.queue.done(pod.uid)
@@ -497,7 +528,10 @@ class Scheduler:
         # Plugin durations are timed in a sample of cycles only, as the reference does.
         state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
         try:
-            outcome = self._scheduling_cycle(state, fw, qpi, start)
+            if self.extenders:
+                outcome = await self._extended_scheduling_cycle(state, fw, qpi, start)
+            else:
+                outcome = self._scheduling_cycle(state, fw, qpi, start)
         except Exception as exc:  # past the framework's per-plugin guards: a bug, this pod's alone
             log.exception("scheduling cycle of %s failed", pod.key)
             outcome = self._abandon_cycle(fw, state, pod, exc)
@@ -512,30 +546,56 @@ class Scheduler:
         self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, start: float
     ) -> tuple[ScheduleResult, Pod] | _Failure:
         pod: Pod = qpi.pod
-        try:
-            result = self.schedule_pod(fw, state, pod)
-        except NoNodesAvailable as exc:
-            return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc, nominating="")
-        except FrameworkError as exc:
-            log.error("error selecting node for pod %s: %s", pod.key, exc)
-            return _Failure(exc.status, exc, nominating="")
-        except FitError as fit:
-            if state.pod_group_cycle:  # no per-pod PostFilter: the group's decides, at its end
-                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating=None)
-            if not fw.has_post_filter_plugins():  # no preemption: a nomination left is cleared
-                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating="")
-            pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
-            fit.diagnosis.post_filter_msg = pf_status.message
-            if pf_status.code == Code.ERROR:
-                log.error("PostFilter failed for pod %s: %s", pod.key, pf_status.message)
-            if pf_result is not None and pf_result.victims:  # the chosen candidate's victims
-                self.metrics.preemption_victims(len(pf_result.victims))
-            # None: leave the nomination; PostFilterResult("") clears it; a name nominates.
-            nominating = pf_result.nominated_node_name if pf_result is not None else None
-            return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
-        finally:  # the reference's schedulingAlgorithm: node selection and PostFilter
+        try:  # the reference's schedulingAlgorithm: node selection and PostFilter
+            try:
+                result = self.schedule_pod(fw, state, pod)
+            except FitError as fit:
+                if state.pod_group_cycle or not fw.has_post_filter_plugins():
+                    return _unfit(state, fit)
+                pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
+                return self._post_filtered(pod, fit, pf_result, pf_status)
+            except (NoNodesAvailable, FrameworkError) as exc:
+                return _algorithm_error(pod, exc)
+        finally:
             self.metrics.scheduling_algorithm(self.clock() - start)
+        return self._assume_reserve_permit(state, fw, pod, result)
 
+    async def _extended_scheduling_cycle(
+        self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, start: float
+    ) -> tuple[ScheduleResult, Pod] | _Failure:
+        """:meth:`_scheduling_cycle` with the HTTP extenders: filtered and scored by them too, their
+        preemption verbs asked in PostFilter (the reference's order, ``schedule_one.go``)."""
+        pod: Pod = qpi.pod
+        try:
+            try:
+                result = await self.schedule_pod_with_extenders(fw, state, pod)
+            except FitError as fit:
+                if state.pod_group_cycle or not fw.has_post_filter_plugins():
+                    return _unfit(state, fit)
+                statuses = fit.diagnosis.node_to_status
+                pf_result, pf_status = await fw.run_post_filter_plugins_with_extenders(state, pod, statuses)
+                return self._post_filtered(pod, fit, pf_result, pf_status)
+            except (NoNodesAvailable, FrameworkError) as exc:
+                return _algorithm_error(pod, exc)
+        finally:
+            self.metrics.scheduling_algorithm(self.clock() - start)
+        return self._assume_reserve_permit(state, fw, pod, result)
+
+    def _post_filtered(
+        self, pod: Pod, fit: FitError, pf_result: PostFilterResult | None, pf_status: Status
+    ) -> _Failure:
+        fit.diagnosis.post_filter_msg = pf_status.message
+        if pf_status.code == Code.ERROR:
+            log.error("PostFilter failed for pod %s: %s", pod.key, pf_status.message)
+        if pf_result is not None and pf_result.victims:  # the chosen candidate's victims
+            self.metrics.preemption_victims(len(pf_result.victims))
+        # None: leave the nomination; PostFilterResult("") clears it; a name nominates.
+        nominating = pf_result.nominated_node_name if pf_result is not None else None
+        return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
+
+    def _assume_reserve_permit(
+        self, state: CycleState, fw: Framework, pod: Pod, result: ScheduleResult
+    ) -> tuple[ScheduleResult, Pod] | _Failure:
         host = result.suggested_host
         assumed = dataclasses.replace(pod, node_name=host)
         try:
@@ -580,7 +640,7 @@ class Scheduler:
 
     # -- pod groups (schedule_one_podgroup.go) --
 
-    def _schedule_pod_group(self, fw: Framework, qpis: list[QueuedPodInfo]) -> None:
+    async def _schedule_pod_group(self, fw: Framework, qpis: list[QueuedPodInfo]) -> None:
         """One cycle for a whole pod group: place members one by one on the same snapshot (each
         assumed and reserved so the next sees it) while PlacementFeasible says the group can still
         make it; bind them all if it does, else undo every placement, let the group's PostFilter
@@ -612,10 +672,12 @@ class Scheduler:
             self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
             return
 
-        def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
+        async def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
+            if self.extenders:
+                return await self._extended_scheduling_cycle(state, fw, qpi, self.clock())
             return self._scheduling_cycle(state, fw, qpi, self.clock())
 
-        outcomes, group_status = self._pod_group_algorithm(fw, group, members, place)
+        outcomes, group_status = await self._pod_group_algorithm(fw, group, members, place)
         self.metrics.pod_group_algorithm(self.clock() - start)
         if is_success(group_status):
             self._submit_pod_group(fw, group, outcomes, start)
@@ -634,16 +696,17 @@ class Scheduler:
                     preemption = pf_result or PodGroupPostFilterResult()
         self._reject_pod_group(fw, group, members, outcomes, group_status, untried_msg, preemption, start)
 
-    def _pod_group_algorithm(
+    async def _pod_group_algorithm(
         self,
         fw: Framework,
         group: PodGroup,
         members: list[QueuedPodInfo],
-        place: Callable[[CycleState, QueuedPodInfo], _Outcome],
+        place: Callable[[CycleState, QueuedPodInfo], Awaitable[_Outcome]],
     ) -> tuple[list[_Placed], Status | None]:
         """``podGroupSchedulingAlgorithm``: members in order through ``place`` (which assumes and
         reserves what it places), PlacementFeasible before and after each. The status is the
-        group's: success, Unschedulable with PlacementFeasible's reasons, or an error."""
+        group's: success, Unschedulable with PlacementFeasible's reasons, or an error. It waits
+        only on ``place`` (on extenders)."""
         groups = fw.pod_groups
         assert groups is not None
         scheduled = groups.scheduled_count(group.namespace, group.name)
@@ -659,7 +722,7 @@ class Scheduler:
                 state = CycleState()
                 state.pod_group_cycle = True
                 state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
-                outcome = place(state, qpi)
+                outcome = await place(state, qpi)
                 outcomes.append((qpi, state, outcome))
                 placed = not isinstance(outcome, _Failure)
                 if isinstance(outcome, _Failure) and not outcome.status.is_rejected():
@@ -912,9 +975,26 @@ class Scheduler:
     ) -> tuple[np.ndarray, Diagnosis, int, str]:
         """``findNodesThatFitPod``, with OpportunisticBatching's node hint (tried like a nominated
         node, right after PreFilter) when the framework batches."""
-        snapshot = self.snapshot
         diagnosis = Diagnosis()
-        empty = np.zeros(0, dtype=np.int64)
+        pre = self._pre_filter(fw, state, pod, diagnosis)
+        if pre is None:
+            return _NO_ROWS, diagnosis, 0, ""
+        hint = ""
+        if batch is not None:
+            hint = batch.get_node_hint(pod, signature, state, self.queue.scheduling_cycle)
+        target = pod.nominated_node_name or hint
+        if target:
+            row = self._filter_nominated(fw, state, pod, target, diagnosis)
+            if row is not None:
+                return np.array([row], dtype=np.int64), diagnosis, 1, hint
+        feasible, processed = self._search(fw, state, pod, diagnosis, *pre, fw.has_score_plugins())
+        return feasible, diagnosis, processed, hint
+
+    def _pre_filter(
+        self, fw: Framework, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[PreFilterResult | None, set[str]] | None:
+        """PreFilter: its result and the plugins that narrowed the nodes, or None when it rejected
+        the pod (``diagnosis`` then says why); an error raises."""
         pre_res, status, plugins_with_nodes = fw.run_pre_filter_plugins(state, pod)
         diagnosis.unschedulable_plugins = set(plugins_with_nodes)
         if not is_success(status):
@@ -924,27 +1004,44 @@ class Scheduler:
             diagnosis.node_to_status.set_absent_nodes_status(status)
             diagnosis.pre_filter_msg = status.message
             diagnosis.add_plugin_status(status)
-            return empty, diagnosis, 0, ""
+            return None
+        return pre_res, plugins_with_nodes
 
-        hint = ""
-        if batch is not None:
-            hint = batch.get_node_hint(pod, signature, state, self.queue.scheduling_cycle)
-        target = pod.nominated_node_name or hint
-        if target:
-            info = snapshot.get(target)
-            if info is not None:
-                t0 = time.perf_counter()
-                nstatus = fw.run_filter_plugins_with_nominated_pods(state, pod, info)
-                self._observe_filter(fw, nstatus is not None and nstatus.code == Code.ERROR, t0)
-                if is_success(nstatus):
-                    return np.array([snapshot.index[info.name]], dtype=np.int64), diagnosis, 1, hint
-                assert nstatus is not None
-                if nstatus.code == Code.ERROR:
-                    log.error("evaluating nominated node %s for %s: %s", info.name, pod.key, nstatus.message)
-                else:
-                    diagnosis.node_to_status.set(info.name, nstatus)
-                    diagnosis.add_plugin_status(nstatus)
+    def _filter_nominated(
+        self, fw: Framework, state: CycleState, pod: Pod, target: str, diagnosis: Diagnosis
+    ) -> int | None:
+        """The nominated (or hinted) node's row when it passes the Filter plugins."""
+        snapshot = self.snapshot
+        info = snapshot.get(target)
+        if info is None:
+            return None
+        t0 = time.perf_counter()
+        nstatus = fw.run_filter_plugins_with_nominated_pods(state, pod, info)
+        self._observe_filter(fw, nstatus is not None and nstatus.code == Code.ERROR, t0)
+        if is_success(nstatus):
+            return snapshot.index[info.name]
+        assert nstatus is not None
+        if nstatus.code == Code.ERROR:
+            log.error("evaluating nominated node %s for %s: %s", info.name, pod.key, nstatus.message)
+        else:
+            diagnosis.node_to_status.set(info.name, nstatus)
+            diagnosis.add_plugin_status(nstatus)
+        return None
 
+    def _search(
+        self,
+        fw: Framework,
+        state: CycleState,
+        pod: Pod,
+        diagnosis: Diagnosis,
+        pre_res: PreFilterResult | None,
+        plugins_with_nodes: set[str],
+        scoring: bool,
+    ) -> tuple[np.ndarray, int]:
+        """The Filter plugins over the rotating window of nodes (PreFilter's, if it named some):
+        the feasible rows and how many were processed. ``scoring``: more than one feasible node
+        is worth finding (else the first one found is taken)."""
+        snapshot = self.snapshot
         num_all = len(snapshot)
         if pre_res is not None and pre_res.node_names is not None:
             rows = np.array(
@@ -961,11 +1058,11 @@ class Scheduler:
         n = len(rows)
         if n == 0:
             self._observe_filter(fw, False, time.perf_counter())  # the reference's search of no nodes
-            return empty, diagnosis, 0, hint
+            return _NO_ROWS, 0
         num_to_find = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, n, self.percentage_of_nodes_to_score
         )
-        if not fw.has_score_plugins():
+        if not scoring:
             num_to_find = 1
         start = self.next_start_node_index % n
         if start:
@@ -978,7 +1075,76 @@ class Scheduler:
             raise
         self._observe_filter(fw, False, t0)
         self.next_start_node_index = (self.next_start_node_index + processed) % num_all
-        return feasible, diagnosis, processed, hint
+        return feasible, processed
+
+    # -- the algorithm with HTTP extenders --
+
+    async def schedule_pod_with_extenders(self, fw: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
+        """:meth:`schedule_pod` with the extenders (``schedulePod``): their filters after the Filter
+        plugins, their scores added to the Score plugins'. No batching: no signature covers them.
+        An extender's error (one not ignorable) is this cycle's error, as a plugin's would be."""
+        self.cache.update_snapshot(self.snapshot)
+        num_nodes = len(self.snapshot)
+        if num_nodes == 0:
+            raise NoNodesAvailable()
+        feasible, diagnosis, evaluated = await self._find_nodes_with_extenders(fw, state, pod)
+        if not len(feasible):
+            raise FitError(pod, num_nodes, diagnosis)
+        infos = self.snapshot.node_infos
+        if len(feasible) == 1:
+            return ScheduleResult(infos[int(feasible[0])].name, evaluated, 1)
+        totals = self.prioritize_nodes(fw, state, pod, feasible, extenders=True)
+        nodes = self.snapshot.infos_at(feasible)
+        scores = await extender_scores(self.extenders, pod, nodes)
+        if scores:
+            totals = totals + np.array([scores.get(info.name, 0) for info in nodes], dtype=np.int64)
+        host = infos[int(feasible[self.select_host(totals)])].name
+        return ScheduleResult(host, evaluated, len(feasible))
+
+    async def _find_nodes_with_extenders(
+        self, fw: Framework, state: CycleState, pod: Pod
+    ) -> tuple[np.ndarray, Diagnosis, int]:
+        """``findNodesThatFitPod`` with the extenders' filters: on the nominated node when it passes
+        the Filter plugins (an extender's error there is only logged, the search goes on), and on
+        what the search found; "Extender" is then a rejector if they dropped any node."""
+        diagnosis = Diagnosis()
+        pre = self._pre_filter(fw, state, pod, diagnosis)
+        if pre is None:
+            return _NO_ROWS, diagnosis, 0
+        if pod.nominated_node_name:
+            row = self._filter_nominated(fw, state, pod, pod.nominated_node_name, diagnosis)
+            if row is not None:
+                try:
+                    rows = await self._pass_extenders(pod, np.array([row], dtype=np.int64), diagnosis)
+                except FrameworkError as exc:
+                    log.error("evaluating nominated node for %s: %s", pod.key, exc)
+                    rows = _NO_ROWS
+                if len(rows):
+                    return rows, diagnosis, 1
+        extenders = self.extenders
+        scoring = (
+            fw.has_score_plugins()
+            or any(e.is_filter() for e in extenders)
+            or any(e.is_prioritizer() for e in extenders)
+        )
+        feasible, processed = self._search(fw, state, pod, diagnosis, *pre, scoring)
+        passed = await self._pass_extenders(pod, feasible, diagnosis)
+        if len(passed) != len(feasible):
+            diagnosis.unschedulable_plugins.add(EXTENDER_NAME)
+        return passed, diagnosis, processed
+
+    async def _pass_extenders(self, pod: Pod, rows: np.ndarray, diagnosis: Diagnosis) -> np.ndarray:
+        """The rows the extenders keep; an extender's error raises as a FrameworkError."""
+        if not len(rows):
+            return rows
+        snapshot = self.snapshot
+        try:
+            passed = await find_nodes_that_pass_extenders(
+                self.extenders, pod, snapshot.infos_at(rows), diagnosis.node_to_status
+            )
+        except Exception as exc:
+            raise FrameworkError(Status(Code.ERROR, str(exc), error=exc)) from exc
+        return np.array([snapshot.index[info.name] for info in passed], dtype=np.int64)
 
     def _observe_filter(self, fw: Framework, error: bool, start: float) -> None:
         """The Filter extension point's duration over all nodes of one search (the reference times
@@ -994,10 +1160,13 @@ class Scheduler:
         pod: Pod,
         rows: np.ndarray,
         raw: dict[str, np.ndarray] | None = None,
+        *,
+        extenders: bool = False,
     ) -> np.ndarray:
-        """Weighted total score per feasible row (all ones when the profile has no Score plugins);
-        ``raw`` receives each plugin's scores before NormalizeScore."""
-        if not fw.has_score_plugins():
+        """Weighted total score per feasible row (all ones when the profile has no Score plugins
+        and no ``extenders`` are to add theirs); ``raw`` receives each plugin's scores before
+        NormalizeScore."""
+        if not extenders and not fw.has_score_plugins():
             return np.ones(len(rows), dtype=np.int64)
         nodes = self.snapshot.infos_at(rows)
         status = fw.run_pre_score_plugins(state, pod, nodes)
@@ -1243,7 +1412,10 @@ class Scheduler:
                 assert status is not None
                 self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
                 return False
-            status = await fw.run_bind_plugins(state, assumed, host)
+            if self.extenders:
+                status = await self._bind_with_extenders(state, fw, assumed, host)
+            else:
+                status = await fw.run_bind_plugins(state, assumed, host)
             try:
                 self.cache.finish_binding(assumed)
             except Exception:
@@ -1255,6 +1427,18 @@ class Scheduler:
                 self._binding_failure(fw, state, qpi, assumed, host, status, status.error, start)
                 return False
         return True
+
+    async def _bind_with_extenders(
+        self, state: CycleState, fw: Framework, assumed: Pod, host: str
+    ) -> Status | None:
+        """``bind``: an interested binder extender binds, else the Bind plugins (its error is the
+        bind's, as ``fwk.AsStatus(err)``)."""
+        try:
+            if await extenders_binding(self.extenders, assumed, host):
+                return None
+        except Exception as exc:
+            return Status(Code.ERROR, str(exc), error=exc)
+        return await fw.run_bind_plugins(state, assumed, host)
 
     async def _after_bind(
         self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, assumed: Pod, host: str, start: float

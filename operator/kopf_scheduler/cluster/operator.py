@@ -31,6 +31,7 @@ from kopf_scheduler.cluster import metrics
 from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials, load_credentials
 from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
+from kopf_scheduler.cluster.extender import HTTPExtender
 from kopf_scheduler.cluster.informer import Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.leader import ApiPeeringStore, ElectionTiming, LeaderGate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
@@ -143,6 +144,7 @@ class Options:
     # informers start once this replica leads (standbys keep no cache, and take longer to take over);
     delay_cache_until_active: bool = False
     feature_gates: str = ""  # the --feature-gates in force (config.features.current()), for the log
+    extenders: tuple[HTTPExtender, ...] = ()  # the file's HTTP extenders (cluster/extender.py)
 
 
 class InstrumentedClient(KubeClusterClient):
@@ -217,6 +219,7 @@ class SchedulerRuntime:
             parallel_binds=options.parallel_binds,
             event_workers=options.event_workers,
             opportunistic_batching=options.opportunistic_batching,
+            extenders=options.extenders,
         )
         self.cache = engine.cache
         self.queue = engine.queue
@@ -489,6 +492,8 @@ class SchedulerRuntime:
         await self.api.close()
         if self.election_api is not None:
             await self.election_api.close()
+        for extender in self.options.extenders:
+            await extender.close()
         metrics.stop(self._server)
 
     @property

@@ -23,7 +23,8 @@ What maps onto what here:
   changes nothing (binding concurrency is ``--parallel-binds``);
 - ``delayCacheUntilActive``: the informers start only once this replica leads;
 - ``enableProfiling``/``enableContentionProfiling``: accepted; there is no pprof here;
-- ``extenders``: refused for now (HTTP extenders are not built yet).
+- ``extenders``: HTTP extenders (cluster/extender.py), asked by every profile as in the reference;
+  their ``ignoredByScheduler`` resources replace NodeResourcesFit's ``ignoredResources``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kopf_scheduler.cluster.extender import ExtenderBuildError, HTTPExtender, build_extenders
 from kopf_scheduler.config import features, kubescheduler
 from kopf_scheduler.config.gotext import format_duration
 from kopf_scheduler.config.kubescheduler import ConfigError, KubeSchedulerConfiguration
@@ -89,6 +91,22 @@ def _leader_election_flags(args: argparse.Namespace) -> dict[str, Any]:
         if value:
             out[key] = value
     return out
+
+
+def _extenders(config: KubeSchedulerConfiguration) -> list[HTTPExtender]:
+    """``buildExtenders``: the HTTP extenders, or the reference's error. Resources they mark
+    ``ignoredByScheduler`` need NodeResourcesFit's args in every profile of the file (its
+    ``can't find NodeResourcesFitArgs in plugin config`` otherwise)."""
+    try:
+        extenders = build_extenders(config.extender_configs())
+    except (ConfigError, ExtenderBuildError) as exc:
+        raise RunConfigError(str(exc)) from None
+    if config.extender_ignored_resources():
+        for profile in config.document["profiles"]:
+            if not any(pc.get("name") == "NodeResourcesFit" for pc in profile.get("pluginConfig") or ()):
+                msg = "couldn't build extenders: can't find NodeResourcesFitArgs in plugin config"
+                raise RunConfigError(msg)
+    return extenders
 
 
 def resolve(args: argparse.Namespace) -> RunConfig:
@@ -151,8 +169,7 @@ def resolve(args: argparse.Namespace) -> RunConfig:
             burst = config.client_connection.burst if throttled else None
             content_type = str(given["kube_api_content_type"] or "")
             resource_name_given = bool(le_flags.get("resourceName"))
-    if config.extenders:
-        raise RunConfigError("extenders: HTTP scheduler extenders are not supported by kopf-scheduler yet")
+    extenders = _extenders(config)
     if content_type and content_type != "application/json":
         warnings.append(f"contentType {content_type} is accepted, but kopf-scheduler talks JSON only")
     le = config.leader_election
@@ -175,5 +192,6 @@ def resolve(args: argparse.Namespace) -> RunConfig:
         "delay_cache_until_active": config.delay_cache_until_active,
         "feature_gates": gates.to_flag(),
         "profiles": tuple(profiles) if profiles is not None else None,
+        "extenders": tuple(extenders),
     }
     return RunConfig(config, gates, kubeconfig, options, profiles, warnings)

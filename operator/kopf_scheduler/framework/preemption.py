@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kopf_scheduler.api.objects import parse_label_selector
 from kopf_scheduler.api.types import LabelSelector, ObjectError
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NodeToStatus
+from kopf_scheduler.framework.extender import Extender, Victims, process_preemption
 from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResult, Status
 
 if TYPE_CHECKING:
@@ -243,6 +244,27 @@ class Evaluator:
         ``(None, Error)`` on a plugin error, and ``(PostFilterResult(node, victims), Success)``
         with :func:`success_message` on success.
         """
+        found = self._candidates(state, pod, node_statuses)
+        return self._choose(found) if isinstance(found, list) else found
+
+    async def preempt_with_extenders(
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status], extenders: Sequence[Extender]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """:meth:`preempt`, the extenders that support preemption narrowing the candidates before
+        one is chosen (the reference's ``callExtenders``); an extender's error is this Error."""
+        found = self._candidates(state, pod, node_statuses)
+        if not isinstance(found, list):
+            return found
+        by_node = {c.name: Victims(c.victims, c.num_pdb_violations) for c in found}
+        narrowed = await process_preemption(extenders, pod, by_node, self.handle.snapshot)
+        if isinstance(narrowed, Status):
+            return None, narrowed
+        return self._choose([Candidate(n, v.pods, v.num_pdb_violations) for n, v in narrowed.items()])
+
+    def _candidates(
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
+    ) -> list[Candidate] | tuple[PostFilterResult | None, Status | None]:
+        """Eligibility and the dry run: the candidates, or the outcome when there can be none."""
         absent = _absent_status(node_statuses)
         nominated_status: Status | None = None
         if pod.nominated_node_name:
@@ -266,7 +288,9 @@ class Evaluator:
             )
             message = str(FitError(pod, len(all_nodes), diagnosis))
             return PostFilterResult(nominated_node_name=""), Status(Code.UNSCHEDULABLE, message)
+        return candidates
 
+    def _choose(self, candidates: list[Candidate]) -> tuple[PostFilterResult | None, Status | None]:
         best = self.select_candidate(candidates)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, "no candidate node for preemption")

@@ -26,6 +26,7 @@ from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, sig
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.diagnosis import Diagnosis
 from kopf_scheduler.framework.events import WILDCARD_EVENT
+from kopf_scheduler.framework.extender import EXTENDER_NAME, Extender, run_now
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -97,6 +98,7 @@ _CHUNK = 512  # rows filtered per batch before checking whether enough feasible 
 _perf = time.perf_counter
 # preemption_attempts_total counts this PostFilter plugin's runs (the reference counts in the plugin).
 _PREEMPTION_PLUGIN = "DefaultPreemption"
+_NODE_RESOURCES_FIT = "NodeResourcesFit"
 
 
 def _code(status: Status | None) -> str:
@@ -289,6 +291,16 @@ class WaitingPod:
                 t.cancel()
 
 
+def _with_extender_ignored_resources(args: dict[str, Any], extenders: Sequence[Extender]) -> dict[str, Any]:
+    """The extenders' ``ignoredByScheduler`` resources replace NodeResourcesFit's ``ignoredResources``
+    in every profile, as the reference's ``buildExtenders`` sets them (they take precedence)."""
+    ignored = [name for ext in extenders for name in ext.ignored_resources()]
+    fit = args.get(_NODE_RESOURCES_FIT)
+    if not ignored or fit is None:
+        return args
+    return {**args, _NODE_RESOURCES_FIT: fit.model_copy(update={"ignored_resources": ignored})}
+
+
 # --- the framework ------------------------------------------------------------------------------
 
 
@@ -306,6 +318,7 @@ class FrameworkServices:
     clock: Callable[[], float] = time.monotonic
     pod_groups: PodGroupManager | None = None
     opportunistic_batching: bool = True  # the reference's OpportunisticBatching gate (beta, on)
+    extenders: tuple[Extender, ...] = ()  # the scheduler's HTTP extenders (its PostFilter asks them)
 
     def build(self, profile: SchedulerProfileSpec, registry: Registry | None = None) -> Framework:
         return Framework(
@@ -320,6 +333,7 @@ class FrameworkServices:
             metrics=self.metrics,
             pod_groups=self.pod_groups,
             opportunistic_batching=self.opportunistic_batching,
+            extenders=self.extenders,
         )
 
 
@@ -340,8 +354,10 @@ class Framework:
         metrics: MetricsRecorder | None = None,
         pod_groups: PodGroupManager | None = None,
         opportunistic_batching: bool = True,
+        extenders: Sequence[Extender] = (),
     ) -> None:
         self.profile = profile
+        self.extenders = tuple(extenders)
         self._pod_groups = pod_groups
         self.profile_name = profile.scheduler_name
         self.metrics = metrics if metrics is not None else NoopMetrics()
@@ -357,10 +373,11 @@ class Framework:
 
         resolved: ResolvedPlugins = profile.resolved or resolve_plugins(profile, registry)
         self.resolved = resolved
+        args = _with_extender_ignored_resources(resolved.args, self.extenders)
         self.plugins: dict[str, Any] = {}
         for name in resolved.names:
             cls = resolved.classes[name]
-            self.plugins[name] = cls(resolved.args.get(name), self)
+            self.plugins[name] = cls(args.get(name), self)
         pts = resolved.points
 
         def at(point: str) -> list[Any]:
@@ -392,7 +409,8 @@ class Framework:
         filtering = (*self.pre_filter_plugins, *self.filter_plugins)
         cycle_plugins = {p.name: p for p in (*filtering, *self.pre_score_plugins, *self.score_plugins)}
         self._sign_plugins = [p for p in cycle_plugins.values() if isinstance(p, SignPlugin)]
-        self.signatures_enabled = len(self._sign_plugins) == len(cycle_plugins)
+        # Extenders filter and score outside the plugins: no signature covers them (as the reference).
+        self.signatures_enabled = len(self._sign_plugins) == len(cycle_plugins) and not self.extenders
         self._sign_refuser = -1  # index in _sign_plugins of the plugin that refused to sign last
         self.batch = OpportunisticBatch(self, clock) if opportunistic_batching else None
 
@@ -547,6 +565,8 @@ class Framework:
                 except Exception:  # then every event may requeue its pods: never stranded
                     log.exception("EventsToRegister of plugin %s failed; it hears every event", p.name)
                     out[p.name] = list(_ALL_EVENTS)
+        if self.extenders:  # a pod the extenders rejected nodes for is retried on any event
+            out[EXTENDER_NAME] = list(_ALL_EVENTS)
         return out
 
     # -- PreEnqueue --
@@ -1024,13 +1044,29 @@ class Framework:
         self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
         start = _perf()
-        result, status = self._run_post_filter_plugins(state, pod, node_statuses)
+        result, status = run_now(self._run_post_filter_plugins(state, pod, node_statuses, ()))
         self._observe(POST_FILTER, status, start)
         return result, status
 
-    def _run_post_filter_plugins(
+    async def run_post_filter_plugins_with_extenders(
         self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
+        """PostFilter when extenders are configured: a plugin that can consult them (preemption's
+        ``post_filter_with_extenders``) does, the others run as usual."""
+        start = _perf()
+        result, status = await self._run_post_filter_plugins(state, pod, node_statuses, self.extenders)
+        self._observe(POST_FILTER, status, start)
+        return result, status
+
+    async def _run_post_filter_plugins(
+        self,
+        state: CycleState,
+        pod: Pod,
+        node_statuses: Mapping[str, Status],
+        extenders: Sequence[Extender],
+    ) -> tuple[PostFilterResult | None, Status]:
+        """Awaits only a plugin's ``post_filter_with_extenders``, so without ``extenders`` it never
+        suspends (``run_post_filter_plugins`` completes it in place)."""
         result: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
@@ -1038,7 +1074,11 @@ class Framework:
         for p in self.post_filter_plugins:
             t0 = _perf()
             try:
-                r, s = p.post_filter(state, pod, node_statuses)
+                with_extenders = getattr(p, "post_filter_with_extenders", None) if extenders else None
+                if with_extenders is not None:
+                    r, s = await with_extenders(state, pod, node_statuses, extenders)
+                else:
+                    r, s = p.post_filter(state, pod, node_statuses)
             except Exception as exc:
                 # The reference passes a returned error through as it is; a raised one is named
                 # after its plugin, as nothing else in the message would say which plugin it was.

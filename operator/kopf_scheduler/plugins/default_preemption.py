@@ -45,6 +45,7 @@ from kopf_scheduler.metrics.recorder import CODE_LABELS
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
+    from kopf_scheduler.framework.extender import Extender
     from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
 
@@ -62,6 +63,15 @@ WAITING_FOR_GROUP_PREEMPTION = "waiting for the preemption for this pod group to
 IsEligiblePodFunc = Callable[["NodeInfo", "Pod", "Pod"], bool]
 # (a, b) -> is a more important than b (b is preempted first)
 MoreImportantPodFunc = Callable[["Pod", "Pod"], bool]
+
+
+def _prefixed(
+    result: PostFilterResult | None, status: Status | None
+) -> tuple[PostFilterResult | None, Status | None]:
+    if status is not None and status.message:
+        prefixed = Status(status.code, "preemption: " + status.message, error=status.error)
+        return result, prefixed.with_plugin(NAME)
+    return result, status
 
 
 class DefaultPreemptionArgs(BaseModel):
@@ -191,11 +201,13 @@ class DefaultPreemption(Plugin):
     def post_filter(
         self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
-        result, status = self.evaluator.preempt(state, pod, node_statuses)
-        if status is not None and status.message:
-            prefixed = Status(status.code, "preemption: " + status.message, error=status.error)
-            return result, prefixed.with_plugin(NAME)
-        return result, status
+        return _prefixed(*self.evaluator.preempt(state, pod, node_statuses))
+
+    async def post_filter_with_extenders(
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status], extenders: Sequence[Extender]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """PostFilter when HTTP extenders are configured: they narrow the candidates first."""
+        return _prefixed(*await self.evaluator.preempt_with_extenders(state, pod, node_statuses, extenders))
 
     def pod_group_post_filter(
         self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
