@@ -60,11 +60,14 @@ def test_filter_and_prioritize_bodies_carry_nodes_or_only_their_names() -> None:
     nodes = infos("n1", "n2")
     full = filter_args(pod, nodes, node_cache_capable=False)
     assert set(full) == {"Pod", "Nodes", "NodeNames"}
-    assert full["Pod"] is pod.raw and full["NodeNames"] is None
-    # a v1.NodeList with no TypeMeta: only metadata (empty) and the Nodes as the informer had them
-    assert full["Nodes"] == {"metadata": {}, "items": [n.node.raw for n in nodes]}  # type: ignore[union-attr]
+    # objects as client-go's informers hold them: no apiVersion/kind
+    bare_pod = {k: v for k, v in pod.raw.items() if k not in ("apiVersion", "kind")}
+    assert full["Pod"] == bare_pod and full["NodeNames"] is None and "kind" in pod.raw
+    # a v1.NodeList with no TypeMeta: only metadata (empty) and the Nodes
+    items = [{k: v for k, v in n.node.raw.items() if k not in ("apiVersion", "kind")} for n in nodes]  # type: ignore[union-attr]
+    assert full["Nodes"] == {"metadata": {}, "items": items}
     names = filter_args(pod, nodes, node_cache_capable=True)
-    assert names == {"Pod": pod.raw, "Nodes": None, "NodeNames": ["n1", "n2"]}
+    assert names == {"Pod": bare_pod, "Nodes": None, "NodeNames": ["n1", "n2"]}
 
 
 def test_bind_and_preemption_bodies() -> None:
@@ -72,14 +75,16 @@ def test_bind_and_preemption_bodies() -> None:
     assert bind_args(pod, "n1") == {"PodName": "p", "PodNamespace": "ns", "PodUID": "u-p", "Node": "n1"}
     victim = make_pod("v", uid="u-v")
     victims = {"n1": Victims([victim], 1)}
+    bare = {k: v for k, v in pod.raw.items() if k not in ("apiVersion", "kind")}
+    bare_victim = {k: v for k, v in victim.raw.items() if k not in ("apiVersion", "kind")}
     assert preemption_args(pod, victims, node_cache_capable=True) == {
-        "Pod": pod.raw,
+        "Pod": bare,
         "NodeNameToVictims": None,
         "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "u-v"}], "NumPDBViolations": 1}},
     }
     assert preemption_args(pod, victims, node_cache_capable=False) == {
-        "Pod": pod.raw,
-        "NodeNameToVictims": {"n1": {"Pods": [victim.raw], "NumPDBViolations": 1}},
+        "Pod": bare,
+        "NodeNameToVictims": {"n1": {"Pods": [bare_victim], "NumPDBViolations": 1}},
         "NodeNameToMetaVictims": None,
     }
 

@@ -76,18 +76,29 @@ class ExtenderBuildError(ValueError):
 # --- the bodies ----------------------------------------------------------------------------------
 
 
+_TYPE_META = ("apiVersion", "kind")
+
+
+def _object(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object as the reference's informer holds it: without TypeMeta (a watch event's objects
+    carry apiVersion and kind, a list's items do not; client-go's typed objects never do)."""
+    if "apiVersion" in raw or "kind" in raw:
+        return {k: v for k, v in raw.items() if k not in _TYPE_META}
+    return raw
+
+
 def _pod_object(pod: Pod) -> Mapping[str, Any]:
     """The pod as the informer gave it (what the reference marshals), or its identity when it was
     built without one (simulate, tests)."""
     if pod.raw:
-        return pod.raw
+        return _object(pod.raw)
     return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
 
 
 def _node_object(info: NodeInfo) -> Mapping[str, Any]:
     node = info.node
     assert node is not None
-    return node.raw or {"metadata": {"name": node.name, "uid": node.uid}}
+    return _object(node.raw) if node.raw else {"metadata": {"name": node.name, "uid": node.uid}}
 
 
 def filter_args(pod: Pod, nodes: Sequence[NodeInfo], node_cache_capable: bool) -> dict[str, Any]:
