@@ -190,6 +190,12 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
                 except ks.ConfigError as exc:  # the reference's words
                     raise SimulationError(f"{where} ({kind}): {exc}") from None
                 inputs.serve_default = False
+                if inputs.config.extenders:  # offline: no HTTP calls, and no silent difference either
+                    print(
+                        f"kopf-scheduler: {where} ({kind}): its {len(inputs.config.extenders)} HTTP "
+                        "extender(s) are not called offline; placements are its profiles' alone",
+                        file=sys.stderr,
+                    )
             elif kind == "SchedulerProfile":
                 if doc.get("apiVersion") != PROFILE_API_VERSION:
                     raise SimulationError(f"{label}: apiVersion: must be {PROFILE_API_VERSION!r}")
