@@ -42,7 +42,7 @@ NOT_IN_A_PROFILE = {
     "leaderElection": "run's --leader-elect* flags take it",
     "clientConnection": "run's --kubeconfig, --kube-api-qps and --kube-api-burst take it",
     "parallelism": "it changes nothing here (the engine filters and scores in one thread)",
-    "extenders": "HTTP extenders are not built yet",
+    "extenders": "they serve every profile: only run --config takes them",
     "delayCacheUntilActive": "only run --config takes it",
     "enableProfiling": "there is no pprof here",
     "enableContentionProfiling": "there is no pprof here",
