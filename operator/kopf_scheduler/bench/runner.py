@@ -118,6 +118,7 @@ def _command(
 ) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     if spec.key in ("ours", "ours-unbatched", "ours-baseline"):
+        env["KOPF_SCHEDULER_SECURE_PORT"] = "0"  # not 10259: runs side by side must not collide
         if spec.key == "ours-baseline":
             env["PYTHONPATH"] = str(args.baseline_src)  # before the installed (current) package
         cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(plane.kubeconfig)]

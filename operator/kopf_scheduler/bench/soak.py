@@ -139,6 +139,7 @@ def soak(
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, "KOPF_SCHEDULER_SECURE_PORT": "0"},  # the plain port above is what it reads
     )
     ps = psutil.Process(proc.pid)
     created_at: dict[str, float] = {}

@@ -36,6 +36,7 @@ from kopf_scheduler.cluster.informer import Informer, InformerHandlers, Resource
 from kopf_scheduler.cluster.leader import ApiPeeringStore, ElectionTiming, LeaderGate, start_priority
 from kopf_scheduler.cluster.profiles import ProfileController
 from kopf_scheduler.cluster.ratelimit import ClientThrottle, TokenBucket
+from kopf_scheduler.cluster.serving import Endpoints, SecureServing
 from kopf_scheduler.cluster.supervise import supervise
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound
@@ -145,6 +146,9 @@ class Options:
     delay_cache_until_active: bool = False
     feature_gates: str = ""  # the --feature-gates in force (config.features.current()), for the log
     extenders: tuple[HTTPExtender, ...] = ()  # the file's HTTP extenders (cluster/extender.py)
+    # HTTPS on --secure-port (cluster/serving.py), prepared by ``run`` before Kopf starts; None: off.
+    secure_serving: SecureServing | None = None
+    configz: Mapping[str, Any] | None = None  # what /configz serves (the configuration in force)
 
 
 class InstrumentedClient(KubeClusterClient):
@@ -207,6 +211,8 @@ class SchedulerRuntime:
         )
         if options.kube_api_qps:
             self.api.rate_limiter = ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
+        for extender in options.extenders:  # an extender's bind is a write too
+            extender.fence = self.leader.may_act
         # Every write of the engine is fenced by the lead: nothing leaves a replica that may not act.
         self.client = InstrumentedClient(
             self.api, instance=f"kopf-scheduler-{options.identity}", fence=self.leader.may_act
@@ -279,6 +285,7 @@ class SchedulerRuntime:
         self._invalid_reported: OrderedDict[str, str] = OrderedDict()
         self._server: Any = None
         self._stopping = False
+        self._unrenewed_since: float | None = None  # the leaderElection health check's tracking
 
     # -- wiring --
 
@@ -411,6 +418,8 @@ class SchedulerRuntime:
         await self.discover_optional_kinds()
         if self.options.metrics_port is not None:
             self._server = metrics.serve(self.health, self.options.metrics_host, self.options.metrics_port)
+        if self.options.secure_serving is not None:
+            self.options.secure_serving.start(self.endpoints())
         self._spawn("heartbeat", self.health.heartbeat())
         if self.options.delay_cache_until_active:
             self._spawn("informers", self._start_informers_when_leading())
@@ -419,6 +428,35 @@ class SchedulerRuntime:
                 self._spawn(f"informer-{informer.kind}", informer.run())
         self._spawn("leader", supervise("leader election", self.leader.run, self._crashed))
         self._spawn("scheduling", self._schedule_while_leading())
+
+    def endpoints(self) -> Endpoints:
+        """What the secure port reads (from its threads: plain reads, no coroutine)."""
+        return Endpoints(
+            health=self.health,
+            pods=lambda: [pod.raw for _, pod in list(self.pods.store.values())],
+            is_leader=self.leader.is_leading,
+            configz=self.options.configz,
+            leader_election=None if self.options.standalone else self._leader_watchdog,
+            synced=self.synced.is_set,
+            shutting_down=lambda: self._stopping,
+        )
+
+    def _leader_watchdog(self) -> str | None:
+        """kube-scheduler's ``leaderElection`` check (``NewLeaderHealthzAdaptor(20 s)``): failing
+        while this replica still counts itself leader 20 s past the lease duration without a renewal.
+        The renew deadline stands a leader down long before that, unless its loop is wedged."""
+        gate = self.leader
+        if not gate.leading.is_set() or gate.may_act():
+            self._unrenewed_since = None
+            return None
+        now = time.monotonic()
+        if self._unrenewed_since is None:
+            self._unrenewed_since = now
+        # may_act() turned False a renew deadline after the last renewal: at least this long ago.
+        since_renewal = now - self._unrenewed_since + self.options.renew_deadline
+        if since_renewal > self.options.peering_lifetime + 20.0:
+            return f"failed election to renew leadership on lease {self.options.peering}"
+        return None
 
     async def _start_informers_when_leading(self) -> None:
         """delayCacheUntilActive: list and watch only once elected (kube-scheduler's option)."""
@@ -495,6 +533,8 @@ class SchedulerRuntime:
         for extender in self.options.extenders:
             await extender.close()
         metrics.stop(self._server)
+        if self.options.secure_serving is not None:
+            self.options.secure_serving.stop()
 
     @property
     def first_bind_seconds(self) -> float | None:

@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "KOPF_SCHEDULER_SECURE_PORT": "0"},
             )
         try:
             started = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import csv
 import gc
 import json
 import logging
@@ -156,9 +157,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help='accepted for compatibility; must be "leases", as kube-scheduler requires',
     )
-    port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT", 8080))
+    _add_serving_arguments(parser)
+    port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT", 0))
     parser.add_argument(
-        "--metrics-port", type=int, default=port, help="port of /metrics, /healthz and /readyz (0: off)"
+        "--metrics-port",
+        type=int,
+        default=port,
+        help="plain-HTTP port of /metrics, /healthz, /livez and /readyz, unauthenticated "
+        "(default: off, $KOPF_SCHEDULER_METRICS_PORT; the secure port serves them all)",
     )
     parser.add_argument("--metrics-host", default="0.0.0.0")
     # Also from the environment, like the metrics port: lets a deployment (or a benchmark sweep) tune
@@ -199,6 +205,106 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--verbose", action="store_true", help="debug lines (as -v=4)")
     parser.add_argument("--debug", action="store_true", help="Kopf's debug mode")
+
+
+class _StringSlice(argparse.Action):
+    """pflag's StringSlice: comma-separated; the first use replaces the default, later ones add."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        first = not getattr(namespace, f"_{self.dest}_given", False)
+        current = [] if first else list(getattr(namespace, self.dest) or [])
+        setattr(namespace, f"_{self.dest}_given", True)
+        current += next(csv.reader([values])) if values else []
+        setattr(namespace, self.dest, current)
+
+
+def _add_serving_arguments(parser: argparse.ArgumentParser) -> None:
+    """kube-scheduler's secure serving, authentication and authorization flags (cluster/serving.py)."""
+    from kopf_scheduler.cluster.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
+
+    # Also from the environment: the test suite turns it off for the processes it starts (many
+    # replicas on one machine), as it gives each its own --metrics-port.
+    secure = int(os.environ.get("KOPF_SCHEDULER_SECURE_PORT", DEFAULT_SECURE_PORT))
+    parser.add_argument(
+        "--secure-port",
+        type=int,
+        default=secure,
+        help="the port on which to serve HTTPS with authentication and authorization "
+        f"(default {DEFAULT_SECURE_PORT}); if 0, don't serve HTTPS at all",
+    )
+    parser.add_argument(
+        "--bind-address",
+        default="0.0.0.0",
+        help="the IP address on which to listen for the --secure-port port (0.0.0.0 or :: : all "
+        "interfaces and address families)",
+    )
+    parser.add_argument(
+        "--cert-dir",
+        default="",
+        help="where the self-signed certificate is kept (kube-scheduler.crt/.key) when --tls-cert-file "
+        "and --tls-private-key-file are not given (default: generated in memory at each start)",
+    )
+    parser.add_argument("--tls-cert-file", default="", help="the x509 certificate for HTTPS (CA after it)")
+    parser.add_argument("--tls-private-key-file", default="", help="the private key of --tls-cert-file")
+    parser.add_argument("--tls-min-version", default="", help="VersionTLS12 (the default) or VersionTLS13")
+    parser.add_argument(
+        "--authentication-kubeconfig",
+        default="",
+        help="kubeconfig with rights to create tokenreviews (default: in-cluster; outside a cluster "
+        "without it, every request is anonymous)",
+    )
+    parser.add_argument(
+        "--authorization-kubeconfig",
+        default="",
+        help="kubeconfig with rights to create subjectaccessreviews (default: in-cluster; outside a "
+        "cluster without it, all but the always-allowed paths are forbidden)",
+    )
+    parser.add_argument(
+        "--authorization-always-allow-paths",
+        action=_StringSlice,
+        default=list(DEFAULT_ALWAYS_ALLOW_PATHS),
+        help="paths authorized without asking the apiserver (default /healthz,/readyz,/livez)",
+    )
+    parser.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        type=_seconds,
+        default=10.0,
+        help="how long TokenReview answers are cached (10s)",
+    )
+    parser.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        type=_seconds,
+        default=10.0,
+        help="how long allowing SubjectAccessReview answers are cached (10s)",
+    )
+    parser.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        type=_seconds,
+        default=10.0,
+        help="how long denying SubjectAccessReview answers are cached (10s)",
+    )
+    parser.add_argument(
+        "--client-ca-file",
+        default="",
+        help="CA bundle for client certificates (default: the cluster's, from ConfigMap "
+        "kube-system/extension-apiserver-authentication)",
+    )
+    parser.add_argument(
+        "--authentication-skip-lookup",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="do not read the client CA from the cluster",
+    )
+    parser.add_argument(
+        "--authentication-tolerate-lookup-failure",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="accepted for compatibility: a failed lookup is always tolerated (logged)",
+    )
 
 
 @contextlib.contextmanager
@@ -329,6 +435,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"kopf-scheduler: cannot log in to the cluster: {exc}", file=sys.stderr)
         return 1
 
+    from kopf_scheduler.cluster import serving
+
+    try:  # before Kopf starts, as the reference: a port in use or a bad certificate stops here
+        secure = serving.prepare(
+            serving.ServingOptions(
+                bind_address=args.bind_address,
+                port=args.secure_port,
+                cert_dir=args.cert_dir,
+                cert_file=args.tls_cert_file,
+                key_file=args.tls_private_key_file,
+                min_tls_version=args.tls_min_version,
+            ),
+            serving.AuthOptions(
+                authentication_kubeconfig=args.authentication_kubeconfig,
+                authorization_kubeconfig=args.authorization_kubeconfig,
+                token_cache_ttl=args.authentication_token_webhook_cache_ttl,
+                allow_cache_ttl=args.authorization_webhook_cache_authorized_ttl,
+                deny_cache_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+                always_allow_paths=tuple(args.authorization_always_allow_paths),
+                client_ca_file=args.client_ca_file,
+                skip_lookup=args.authentication_skip_lookup,
+            ),
+        )
+    except serving.ServingError as exc:
+        print(f"kopf-scheduler: {exc}", file=sys.stderr)
+        return 1
+    configz = serving.configz_document(
+        resolved.config.document, leader_elect=not opts["standalone"], resource_name=opts["peering"]
+    )
+
     options = operator.Options(
         kubeconfig=resolved.kubeconfig,
         context=args.context,
@@ -340,6 +476,8 @@ def run(args: argparse.Namespace) -> int:
         event_workers=args.event_workers,
         namespaces=tuple(args.namespace),
         explain_annotation=args.explain_annotation,
+        secure_serving=secure,
+        configz=configz,
         **opts,
     )
     operator.configure(options, credentials)
