@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +17,7 @@ from aiohttp import web
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cluster.extender import (
+    HTTPExtender,
     bind_args,
     build_extenders,
     decode_json,
@@ -23,7 +27,7 @@ from kopf_scheduler.cluster.extender import (
     parse_preemption_result,
     preemption_args,
 )
-from kopf_scheduler.config.kubescheduler import ExtenderConfig
+from kopf_scheduler.config.kubescheduler import ExtenderConfig, ExtenderTLSConfig
 from kopf_scheduler.engine import Engine, new_engine
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.extender import (
@@ -158,7 +162,6 @@ def test_ignorable_extenders_are_asked_last_and_bad_tls_files_fail_in_the_refere
     b = ExtenderConfig("http://b")
     assert [e.name for e in build_extenders([a, b])] == ["http://b", "http://a"]
     from kopf_scheduler.cluster.extender import ExtenderBuildError
-    from kopf_scheduler.config.kubescheduler import ExtenderTLSConfig
 
     bad = [
         (
@@ -563,3 +566,76 @@ async def test_an_extender_narrows_the_preemption_candidates() -> None:
     assert client.failed_messages(high.key)[0].endswith(
         "preemption: found a potential placement for pod on node n1, preempting 1 victims"
     )
+
+
+# --- TLS, and the lead's fence -------------------------------------------------------------------
+
+
+def _server_cert(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for the name extender.test only (no IP SAN)."""
+    key, cert = tmp_path / "tls.key", tmp_path / "tls.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=extender.test", "-addext", "subjectAltName=DNS:extender.test",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_https_extenders_verify_as_the_tls_config_says(tmp_path: Path) -> None:
+    cert, key = _server_cert(tmp_path)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(str(cert), str(key))
+    app = web.Application()
+
+    async def filter_(request: web.Request) -> web.Response:
+        return web.json_response({"NodeNames": (await request.json())["NodeNames"]})
+
+    app.router.add_post("/filter", filter_)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=served)
+    await site.start()
+    url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    pod, nodes = make_pod("p"), infos("a")
+    try:
+        configs = {
+            "CA and serverName": ExtenderConfig(
+                url,
+                filter_verb="filter",
+                node_cache_capable=True,
+                tls_config=ExtenderTLSConfig(ca_data=cert.read_bytes(), server_name="extender.test"),
+            ),
+            "enableHTTPS without a CA: not verified": ExtenderConfig(
+                url, filter_verb="filter", node_cache_capable=True, enable_https=True
+            ),
+        }
+        for what, config in configs.items():
+            ext = HTTPExtender(config)
+            try:
+                assert (await ext.filter(pod, nodes)).node_names == ["a"], what
+            finally:
+                await ext.close()
+        unknown = HTTPExtender(ExtenderConfig(url, filter_verb="filter", node_cache_capable=True))
+        try:
+            with pytest.raises(ExtenderError) as err:
+                await unknown.filter(pod, nodes)
+        finally:
+            await unknown.close()
+        assert str(err.value) == (
+            f'Post "{url}/filter": tls: failed to verify certificate: '
+            "x509: certificate signed by unknown authority"
+        )
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_replica_that_may_not_act_sends_no_bind() -> None:
+    async with ExtenderServer(bind=lambda args: {"Error": ""}) as server:
+        ext = HTTPExtender(ExtenderConfig(server.url, bind_verb="bind"), fence=lambda: False)
+        with pytest.raises(ExtenderError) as err:
+            await ext.bind(make_pod("p"), "n1")
+        await ext.close()
+    assert str(err.value) == "bind: not sent, this replica does not hold the lead"
+    assert server.calls == []

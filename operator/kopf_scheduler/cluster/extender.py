@@ -31,7 +31,7 @@ import os
 import ssl
 import tempfile
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -429,8 +429,10 @@ def _connection_error(url: str, exc: BaseException) -> str:
 class HTTPExtender:
     """One ``extenders[]`` entry over HTTP (``HTTPExtender``); implements framework.extender.Extender."""
 
-    def __init__(self, config: ExtenderConfig) -> None:
+    def __init__(self, config: ExtenderConfig, fence: Callable[[], bool] | None = None) -> None:
         self.config = config
+        # The lead's fence (cluster/leader.py): a bind is a write, even when the extender makes it.
+        self.fence = fence
         self._url_prefix = config.url_prefix
         self._timeout = config.http_timeout or DEFAULT_EXTENDER_TIMEOUT
         self._managed = frozenset(name for name, _ in config.managed_resources)
@@ -484,6 +486,8 @@ class HTTPExtender:
     async def bind(self, pod: Pod, node_name: str) -> None:
         if not self.config.bind_verb:
             raise ExtenderError("unexpected empty bindVerb in extender")
+        if self.fence is not None and not self.fence():
+            raise ExtenderError(f"{self.config.bind_verb}: not sent, this replica does not hold the lead")
         parse_binding_result(await self._send(self.config.bind_verb, bind_args(pod, node_name)))
 
     async def process_preemption(
