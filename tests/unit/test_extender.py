@@ -639,3 +639,39 @@ async def test_a_replica_that_may_not_act_sends_no_bind() -> None:
         await ext.close()
     assert str(err.value) == "bind: not sent, this replica does not hold the lead"
     assert server.calls == []
+
+
+async def test_a_gangs_members_go_through_the_extenders_too() -> None:
+    """A pod group's cycle places each member with the extenders' filter: the gang of 3 fits only on
+    the nodes the extender keeps, and binds there whole."""
+    from kopf_scheduler.framework.profiles import load_profile
+
+    def filter_(args: dict[str, Any]) -> Any:
+        return {"NodeNames": [n for n in args["NodeNames"] if n != "n0"], "FailedNodes": {"n0": "not n0"}}
+
+    gang = load_profile(
+        {"schedulerName": "gang", "plugins": {"multiPoint": {"enabled": [{"name": "GangScheduling"}]}}}
+    )
+    async with ExtenderServer(filter=filter_) as server:
+        client = MemoryClusterClient()
+        config = ExtenderConfig(server.url, filter_verb="filter", node_cache_capable=True)
+        engine = new_engine(client, [gang], extenders=build_extenders([config]))
+        for i in range(4):
+            engine.handlers.add_node(make_node(f"n{i}", cpu="1"))
+        engine.handlers.add_object(
+            "PodGroup",
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "default", "uid": "pg-g", "generation": 1},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "priority": 0},
+            },
+        )
+        for i in range(3):
+            member = make_pod(
+                f"m{i}", cpu="800m", scheduler_name="gang", schedulingGroup={"podGroupName": "g"}
+            )
+            engine.handlers.add_pod(member)
+        await schedule(engine)
+    assert sorted(client.bindings.values()) == ["n1", "n2", "n3"]
+    assert len([v for v, _ in server.calls if v == "filter"]) == 3
