@@ -110,6 +110,7 @@ def full_values(name: str, namespace: str = "kopf-scheduler") -> dict[str, Any]:
         "imagePullSecrets": [{"name": "pull"}],
         "replicas": 3,
         "peering": f"{name}-peering",
+        "securePort": 9443,
         "metricsPort": 9090,
         "extraArgs": ["--namespace", namespace, "-v", "2"],
         "extraEnv": [{"name": "EXTRA", "value": "1"}],
@@ -170,6 +171,8 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
         "run",
         "--peering",
         "v-peering",
+        "--secure-port",
+        "9443",
         "--metrics-port",
         "9090",
         "--config",
@@ -179,7 +182,13 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
         "-v",
         "2",
     ]
-    assert container["ports"] == [{"name": "http", "containerPort": 9090}]
+    assert container["ports"] == [
+        {"name": "https", "containerPort": 9443},
+        {"name": "http", "containerPort": 9090},
+    ]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "https"
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
     assert {"name": "EXTRA", "value": "1"} in container["env"]
     assert container["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"}}
     assert "priorityClassName" not in spec
@@ -211,11 +220,24 @@ def test_values_reach_the_objects(helm: Path, tmp_path: Path) -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "v-sa", "namespace": "kopf-scheduler"}]
     monitor = objs[("ServiceMonitor", "kopf-scheduler")]
     assert monitor["metadata"]["labels"]["release"] == "prom"
-    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+    assert monitor["spec"]["endpoints"] == [
+        {
+            "port": "https",
+            "path": "/metrics",
+            "interval": "15s",
+            "scheme": "https",
+            "tlsConfig": {"insecureSkipVerify": True},
+            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        }
+    ]
     service = objs[("Service", "kopf-scheduler-metrics")]
     assert monitor["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
-    assert service["spec"]["ports"][0]["port"] == 9090
-    assert service["metadata"]["annotations"]["prometheus.io/port"] == "9090"
+    assert service["spec"]["ports"][0]["port"] == 9443
+    assert service["metadata"]["annotations"]["prometheus.io/port"] == "9443"
+    delegator = objs[("ClusterRoleBinding", "kopf-scheduler:auth-delegator")]
+    assert delegator["subjects"] == binding["subjects"]
+    reader = objs[("RoleBinding", "kopf-scheduler:extension-apiserver-authentication-reader")]
+    assert reader["metadata"]["namespace"] == "kube-system" and reader["subjects"] == binding["subjects"]
 
 
 def test_rendered_config_is_accepted_by_run(helm: Path, tmp_path: Path) -> None:
@@ -364,8 +386,13 @@ class Release:
         config_path = self.tmp_path / "config.yaml"
         config_path.write_text(config["data"]["config.yaml"])
         args[args.index(CONFIG_PATH)] = str(config_path)
+        # A plain port of its own for the test's reads; the secure port stays off (conftest), or on a
+        # free port where the values name one.
         self.port = free_port()
-        args[args.index("--metrics-port") + 1] = str(self.port)
+        for flag in ("--metrics-port", "--secure-port"):
+            if flag in args:
+                del args[args.index(flag) : args.index(flag) + 2]
+        args += ["--metrics-port", str(self.port)]
         sa = get_json(self.plane, "deployment", self.fullname, "-n", self.namespace)["spec"]["template"][
             "spec"
         ]["serviceAccountName"]
@@ -451,6 +478,8 @@ def test_install_creates_everything_and_its_deployment_binds(release: Release) -
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ClusterRoleBinding",  # system:auth-delegator, for the secure port's reviews
+            "RoleBinding",  # extension-apiserver-authentication-reader in kube-system
             "ConfigMap",
             "Service",
             "Deployment",
@@ -462,7 +491,9 @@ def test_install_creates_everything_and_its_deployment_binds(release: Release) -
     assert not missing
     for o in objs:  # namespaced objects land in the release's namespace, nowhere else
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding", "SchedulerProfile"):
-            assert o["metadata"]["namespace"] == r.namespace, key(o)
+            # but the client CA reader's binding, which is where the ConfigMap is
+            expected = "kube-system" if o["kind"] == "RoleBinding" else r.namespace
+            assert o["metadata"]["namespace"] == expected, key(o)
     assert get_json(plane, "crd", "schedulerprofiles.kopfscheduler.io")["metadata"]["name"]
     dep = get_json(plane, "deployment", r.fullname, "-n", r.namespace)
     assert dep["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
@@ -518,7 +549,7 @@ def test_uninstall_leaves_no_chart_object_and_keeps_the_crds(release: Release) -
     plane, r = release.plane, release
     r.install(r.values())
     objs = r.manifest()
-    assert len(objs) == 8
+    assert len(objs) == 10
     r.helm_run("uninstall", r.name, "--namespace", r.namespace, "--wait")
     left = [key(o) for o in objs if r.exists(o)]
     assert not left

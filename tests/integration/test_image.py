@@ -9,7 +9,8 @@ finds its credentials in-cluster.
 
 One deviation, forced by running without a pod network: the containers share the host's network
 namespace (the apiserver listens on loopback and its certificate names 127.0.0.1), so each replica
-gets its own ``--metrics-port`` instead of the Deployment's 8080, and the probes follow it.
+gets its own ``--secure-port`` instead of 10259, and the probes (HTTPS, as the Deployment's) follow
+it; each also gets a plain ``--metrics-port`` of its own, where the test reads ``/metrics``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -106,9 +108,20 @@ class Container:
         spec = pod_spec["containers"][0]
         self.name = name
         self.port = free_port()
+        self.secure_port = free_port()
         args = list(spec["args"])
-        args[args.index("--metrics-port") + 1] = str(self.port)
-        self.probes = {p: spec[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe")}
+        for flag in ("--metrics-port", "--secure-port"):
+            if flag in args:
+                del args[args.index(flag) : args.index(flag) + 2]
+        args += ["--metrics-port", str(self.port), "--secure-port", str(self.secure_port)]
+        ports = {p["name"]: p["containerPort"] for p in spec["ports"]}
+        self.probes: dict[str, str] = {}
+        for which in ("livenessProbe", "readinessProbe"):
+            get = spec[which]["httpGet"]
+            scheme = get.get("scheme", "HTTP").lower()
+            declared = ports.get(get["port"], get["port"])
+            port = self.secure_port if declared == 10259 else self.port
+            self.probes[which] = f"{scheme}://127.0.0.1:{port}{get['path']}"
         env = ["--env", f"POD_ID={name}"]  # the Deployment's fieldRef metadata.name
         assert [e["name"] for e in spec["env"]] == ["POD_ID"]
         env += [
@@ -156,7 +169,15 @@ class Container:
             return 0, str(exc)
 
     def probe(self, which: str) -> bool:
-        return self.http(self.probes[which])[0] == 200
+        """As the kubelet probes: HTTPS without verifying the certificate (self-signed), no token."""
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(self.probes[which], timeout=5, context=context) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.HTTPError, OSError):
+            return False
 
     def leading(self) -> bool:
         _, text = self.http("/metrics")
