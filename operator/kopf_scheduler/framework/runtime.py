@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kopf_scheduler.config.gotext import format_duration, go_quote
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, signature_of
 from kopf_scheduler.framework.client import ApiError
@@ -193,44 +194,9 @@ def _filter_failure(p: Any, status: Status) -> Status:
     return status
 
 
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(text: str) -> str:
-    """Quote like Go's ``%q`` (``strconv.Quote``): messages must read exactly as the reference's."""
-    out = ['"']
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) <= 0xFFFF:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
 def go_duration(seconds: float) -> str:
-    """Format seconds like Go's ``time.Duration.String()`` (messages quote durations)."""
-    if seconds == 0:
-        return "0s"
-    if seconds < 1:
-        ms = seconds * 1000
-        return f"{ms:g}ms" if ms >= 1 else f"{seconds * 1e6:g}µs"
-    hours, rem = divmod(seconds, 3600)
-    minutes, secs = divmod(rem, 60)
-    out = ""
-    if hours:
-        out += f"{int(hours)}h"
-    if hours or minutes:
-        out += f"{int(minutes)}m"
-    return out + f"{secs:g}s"
+    """Seconds as Go's ``time.Duration.String()`` (messages quote durations)."""
+    return format_duration(round(seconds * 1e9))
 
 
 # --- Permit's waiting pods ----------------------------------------------------------------------
