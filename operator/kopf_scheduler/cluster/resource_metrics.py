@@ -15,11 +15,11 @@ how apimachinery holds them (an integer and a power of ten: ``300m`` is 300e-3 =
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
-
-from prometheus_client.utils import floatToGoString
 
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 
@@ -264,6 +264,29 @@ def pod_resource_samples(pods: Iterable[Mapping[str, Any]]) -> Iterator[tuple[st
                 yield metric, values, approximate_float(amount)
 
 
+def go_float(value: float) -> str:
+    """A sample value as Prometheus' Go client writes it: ``strconv.FormatFloat(v, 'g', -1, 64)``,
+    the shortest digits, an exponent below 1e-4 and from 1e6 on (``2``, ``1.3``, ``1.34217728e+08``);
+    prometheus_client would write ``2.0``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    parts = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, parts.digits))
+    exp = int(parts.exponent) + len(digits) - 1  # the first digit's power of ten
+    if exp < -4 or exp >= 6:
+        mantissa = digits[0] + (f".{digits[1:]}" if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{sign}0.{'0' * (-exp - 1)}{digits}"
+    whole, frac = digits[: exp + 1].ljust(exp + 1, "0"), digits[exp + 1 :]
+    return f"{sign}{whole}{'.' + frac if frac else ''}"
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -281,5 +304,5 @@ def render(pods: Iterable[Mapping[str, Any]]) -> bytes:
         lines.append(f"# TYPE {metric} gauge")
         for values, number in sorted(families[metric]):
             labels = ",".join(f'{k}="{_escape(v)}"' for k, v in zip(LABELS, values, strict=True))
-            lines.append(f"{metric}{{{labels}}} {floatToGoString(number)}")
+            lines.append(f"{metric}{{{labels}}} {go_float(number)}")
     return ("\n".join(lines) + "\n").encode() if lines else b""

@@ -80,7 +80,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from kopf_scheduler.cluster import resource_metrics
 from kopf_scheduler.cluster.connection import SA_DIR, Credentials, from_kubeconfig, in_cluster
@@ -770,7 +770,9 @@ class Authorizer:
             except ReviewError as exc:
                 log.error("Failed to make webhook authorizer request: %s", exc)
                 return NO_OPINION, "", str(exc)
-            self.cache.put(key, status, self.allow_ttl if status.get("allowed") else self.deny_ttl)
+            ttl = self.allow_ttl if status.get("allowed") else self.deny_ttl
+            log.debug("SubjectAccessReview of %s %s for %s: %s", attrs.verb, attrs.path, user.name, status)
+            self.cache.put(key, status, ttl)
         reason = str(status.get("reason") or "")
         allowed, denied = bool(status.get("allowed")), bool(status.get("denied"))
         if allowed and denied:
@@ -885,7 +887,7 @@ def configz_document(
     KubeSchedulerConfiguration converted from its internal form (every extension point present,
     weights 0 where unset, each plugin's args with their kind). ``leader_elect``/``resource_name``:
     the election in force (``--standalone``, the peering's name), which ours may take from flags."""
-    from kopf_scheduler.config.kubescheduler import API_VERSION, KIND
+    from kopf_scheduler.config.kubescheduler import API_VERSION, KIND, PLUGIN_POINTS
 
     doc = dict(document)
     out: dict[str, Any] = {"kind": KIND, "apiVersion": API_VERSION}
@@ -903,13 +905,15 @@ def configz_document(
         out.pop("extenders", None)
     profiles = []
     for prof in out.get("profiles") or ():
+        given = prof.get("plugins") or {}
         plugins = {
             point: {
                 key: [{"name": p.get("name", ""), "weight": p.get("weight") or 0} for p in pset[key]]
                 for key in ("enabled", "disabled")
                 if pset.get(key)
             }
-            for point, pset in ((prof.get("plugins") or {}).items())
+            for point in (*PLUGIN_POINTS, *(p for p in given if p not in PLUGIN_POINTS))
+            for pset in (given.get(point) or {},)
         }
         configs = [
             {
@@ -1093,7 +1097,8 @@ def _handler(
                     text = b"kopf-scheduler does not reset its metrics\n"
                     self._reply(405, text, "text/plain; charset=utf-8", nosniff=True)
                     return
-                self._reply(200, generate_latest(endpoints.registry), CONTENT_TYPE_LATEST)
+                # The text the reference's promhttp writes (our names need no escaping).
+                self._reply(200, generate_latest(endpoints.registry), resource_metrics.CONTENT_TYPE)
                 return
             elif path == "/metrics/resources":
                 if not endpoints.is_leader():
