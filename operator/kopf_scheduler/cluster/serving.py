@@ -1281,7 +1281,7 @@ def listen(bind_address: str, port: int) -> socket.socket:
         where = _join(address, port)
         raise ServingError(
             f"failed to create listener: failed to listen on {where}: listen tcp {where}: "
-            f"bind: {(exc.strerror or str(exc)).lower()}"
+            f"bind: {(os.strerror(exc.errno) if exc.errno else str(exc)).lower()}"
         ) from None
     return sock
 
