@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
@@ -73,6 +74,15 @@ def _split(text: str) -> tuple[bool, str, str, str]:
 
 def _amount(raw: Any) -> _Amount:
     """``resource.ParseQuantity``'s fast path (an int64Amount), else the exact value."""
+    return _parsed(raw) if isinstance(raw, str) else _parse(raw)
+
+
+@lru_cache(maxsize=4096)  # a cluster's pods spell few distinct amounts; a scrape parses them all
+def _parsed(raw: str) -> _Amount:
+    return _parse(raw)
+
+
+def _parse(raw: Any) -> _Amount:
     exact = parse_quantity(raw)  # validates; QuantityError for what the apiserver would refuse
     if not isinstance(raw, str):
         raw = str(raw)
@@ -103,6 +113,10 @@ def _amount(raw: Any) -> _Amount:
     if value > _INT64_MAX:
         return exact
     return (value if positive else -value), scale
+
+
+def _is_zero(a: _Amount) -> bool:
+    return a == 0 if isinstance(a, Fraction) else a[0] == 0
 
 
 def _exact(a: _Amount) -> Fraction:
@@ -147,7 +161,7 @@ _RList = dict[str, _Amount]
 
 
 def _rlist(raw: Any) -> _RList:
-    if not isinstance(raw, Mapping):
+    if not raw or not isinstance(raw, dict | Mapping):  # dict first: the ABC check is slow
         return {}
     out: _RList = {}
     for name, qty in raw.items():
@@ -220,7 +234,7 @@ def pod_limits(spec: Mapping[str, Any]) -> _RList:
             if _pod_level_supported(name):
                 limits[name] = amount
     for name, amount in _rlist(spec.get("overhead")).items():
-        if name in limits and _exact(limits[name]) != 0:
+        if name in limits and not _is_zero(limits[name]):
             limits[name] = _add(limits[name], amount)
     return limits
 
@@ -252,18 +266,18 @@ def pod_resource_samples(pods: Iterable[Mapping[str, Any]]) -> Iterator[tuple[st
             "" if priority is None else str(int(priority)),
             str(spec.get("schedulerName") or ""),
         )
+        ns, node_, name, prio, scheduler = labels
         for metric, amounts in (
             ("kube_pod_resource_request", pod_requests(spec)),
             ("kube_pod_resource_limit", pod_limits(spec)),
         ):
             for resource, amount in amounts.items():
-                if _exact(amount) == 0:
-                    continue
-                ns, node_, name, prio, scheduler = labels
-                values = (ns, node_, name, prio, resource, scheduler, _unit(resource))
-                yield metric, values, approximate_float(amount)
+                if not _is_zero(amount):
+                    values = (ns, node_, name, prio, resource, scheduler, _unit(resource))
+                    yield metric, values, approximate_float(amount)
 
 
+@lru_cache(maxsize=4096)
 def go_float(value: float) -> str:
     """A sample value as Prometheus' Go client writes it: ``strconv.FormatFloat(v, 'g', -1, 64)``,
     the shortest digits, an exponent below 1e-4 and from 1e6 on (``2``, ``1.3``, ``1.34217728e+08``);
@@ -288,6 +302,8 @@ def go_float(value: float) -> str:
 
 
 def _escape(value: str) -> str:
+    if "\\" not in value and "\n" not in value and '"' not in value:
+        return value
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -303,6 +319,9 @@ def render(pods: Iterable[Mapping[str, Any]]) -> bytes:
         lines.append(f"# HELP {metric} {help_text}")
         lines.append(f"# TYPE {metric} gauge")
         for values, number in sorted(families[metric]):
-            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in zip(LABELS, values, strict=True))
-            lines.append(f"{metric}{{{labels}}} {go_float(number)}")
+            ns, node, pod, prio, resource, scheduler, unit = map(_escape, values)  # LABELS' order
+            lines.append(
+                f'{metric}{{namespace="{ns}",node="{node}",pod="{pod}",priority="{prio}",'
+                f'resource="{resource}",scheduler="{scheduler}",unit="{unit}"}} {go_float(number)}'
+            )
     return ("\n".join(lines) + "\n").encode() if lines else b""
