@@ -376,6 +376,12 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_the_flags_are_kube_schedulers() -> None:
+    from kopf_scheduler.cluster import run
+
+    assert (run.DEFAULT_SECURE_PORT, run.DEFAULT_ALWAYS_ALLOW_PATHS) == (
+        serving.DEFAULT_SECURE_PORT,
+        serving.DEFAULT_ALWAYS_ALLOW_PATHS,
+    )
     args = parse()
     assert (args.secure_port, args.bind_address, args.metrics_port) == (
         int(os.environ.get("KOPF_SCHEDULER_SECURE_PORT", 10259)),

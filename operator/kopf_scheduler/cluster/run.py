@@ -207,6 +207,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="Kopf's debug mode")
 
 
+# serving.DEFAULT_SECURE_PORT and serving.DEFAULT_ALWAYS_ALLOW_PATHS, spelled here: importing
+# serving.py imports Kopf, which run imports under _without_optional_clients (and --help need not).
+DEFAULT_SECURE_PORT = 10259
+DEFAULT_ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
+
+
 class _StringSlice(argparse.Action):
     """pflag's StringSlice: comma-separated; the first use replaces the default, later ones add."""
 
@@ -220,8 +226,6 @@ class _StringSlice(argparse.Action):
 
 def _add_serving_arguments(parser: argparse.ArgumentParser) -> None:
     """kube-scheduler's secure serving, authentication and authorization flags (cluster/serving.py)."""
-    from kopf_scheduler.cluster.serving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_SECURE_PORT
-
     # Also from the environment: the test suite turns it off for the processes it starts (many
     # replicas on one machine), as it gives each its own --metrics-port.
     secure = int(os.environ.get("KOPF_SCHEDULER_SECURE_PORT", DEFAULT_SECURE_PORT))
