@@ -716,3 +716,71 @@ def test_the_exposition_is_the_references() -> None:
         'resource="cpu",scheduler="s",unit="cores"} 1',
     ]
     assert rm.render([]) == b""  # no family without samples, as the Go registry gathers
+
+
+def test_reviews_never_take_the_probes_thread(apiserver: FakeApiserver, tmp_path: Path) -> None:
+    """4 workers, so 3 reviews at most: with the apiserver answering TokenReviews in 2 s, 3 scrapes
+    wait for theirs, a 4th is answered 429 at once, and /healthz (no review) answers meanwhile."""
+    apiserver.users["good"] = PROM
+    apiserver.delay = 2.0
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": f"https://127.0.0.1:{apiserver.port}",
+                            "insecure-skip-tls-verify": True,
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": "scheduler"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    secure = serving.prepare(
+        serving.ServingOptions(bind_address="127.0.0.1", port=free_port()),
+        serving.AuthOptions(authentication_kubeconfig=str(kubeconfig), skip_lookup=True),
+        workers=4,
+        idle_timeout=5.0,
+    )
+    assert secure is not None
+    secure.start(serving.Endpoints(health=Health()))
+    try:
+        answers: list[tuple[int, dict[str, str], bytes]] = []
+
+        def scrape(token: str) -> None:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            req = urllib.request.Request(f"https://127.0.0.1:{secure.port}/metrics")
+            req.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(req, context=context, timeout=10) as resp:
+                    answers.append((resp.status, dict(resp.headers), resp.read()))
+            except urllib.error.HTTPError as exc:
+                answers.append((exc.code, dict(exc.headers), exc.read()))
+
+        slow = [threading.Thread(target=scrape, args=(f"t{i}",)) for i in range(3)]
+        for t in slow:
+            t.start()
+        time.sleep(0.5)  # the three are waiting for their reviews
+        t0 = time.monotonic()
+        scrape("t3")
+        status, headers, body = answers.pop()
+        assert status == 429 and headers["Retry-After"] == "1", body
+        assert json.loads(body)["reason"] == "TooManyRequests"
+        assert get(secure.port, "/healthz")[::2] == (200, b"ok")
+        assert time.monotonic() - t0 < 0.5
+        for t in slow:
+            t.join()
+        # Unknown tokens: 401 once the reviews answered (anonymous would have been 403).
+        assert sorted(a[0] for a in answers) == [401, 401, 401]
+    finally:
+        secure.stop()
