@@ -243,6 +243,7 @@ class LeaderGate:
         self.transitions = 0
         self.last_error: str | None = None
         self._held_until = -math.inf if store is not None else math.inf
+        self.renewed_at: float | None = None  # by ``clock``: when our last successful renewal was sent
         self._presence_written = -math.inf
         self._expiry: asyncio.TimerHandle | None = None
         self._released = False
@@ -286,6 +287,7 @@ class LeaderGate:
             self._set(False)
 
     def _hold(self, sent: float) -> None:
+        self.renewed_at = sent
         self._held_until = sent + self.timing.renew_deadline
         if self._expiry is not None:
             self._expiry.cancel()

@@ -285,7 +285,6 @@ class SchedulerRuntime:
         self._invalid_reported: OrderedDict[str, str] = OrderedDict()
         self._server: Any = None
         self._stopping = False
-        self._unrenewed_since: float | None = None  # the leaderElection health check's tracking
 
     # -- wiring --
 
@@ -446,15 +445,9 @@ class SchedulerRuntime:
         while this replica still counts itself leader 20 s past the lease duration without a renewal.
         The renew deadline stands a leader down long before that, unless its loop is wedged."""
         gate = self.leader
-        if not gate.leading.is_set() or gate.may_act():
-            self._unrenewed_since = None
+        if not gate.leading.is_set() or gate.renewed_at is None:
             return None
-        now = time.monotonic()
-        if self._unrenewed_since is None:
-            self._unrenewed_since = now
-        # may_act() turned False a renew deadline after the last renewal: at least this long ago.
-        since_renewal = now - self._unrenewed_since + self.options.renew_deadline
-        if since_renewal > self.options.peering_lifetime + 20.0:
+        if gate.clock() - gate.renewed_at > self.options.peering_lifetime + 20.0:
             return f"failed election to renew leadership on lease {self.options.peering}"
         return None
 
