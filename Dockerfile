@@ -11,6 +11,8 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
+# The product only: .dockerignore keeps operator/kopf_scheduler_workbench out of the context, and
+# pyproject.toml packages kopf_scheduler alone (the workbench works from a git checkout only).
 COPY operator ./operator
 # The optional build secret `pip-ca` is a CA bundle for pip, for networks whose TLS is intercepted
 # (`--secret id=pip-ca,src=/etc/ssl/certs/ca-certificates.crt`); it is not kept in the image.

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 # `kopf-scheduler run` serves HTTPS on 10259 by default, as kube-scheduler: the replicas the tests
 # start (several at once, and other runs on the same machine) would all take it. They keep their own

@@ -1,7 +1,8 @@
 """The ``kopf-scheduler`` command: one entry point, one module per subcommand.
 
 Subcommand modules are imported only when chosen, so ``simulate`` never loads Kopf and ``run`` never
-loads the benchmark code. Each module offers ``add_arguments(parser)`` and ``run(args) -> int``.
+loads the workbench (bench, fidelity, the control plane: a second package, absent from the wheel).
+Each module offers ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Installed as ``kopf-scheduler`` and as ``kubectl-kopf_scheduler``, which kubectl's plugin discovery
 runs for ``kubectl kopf-scheduler ...`` (plugins/kopf-scheduler.yaml is its krew manifest).
@@ -11,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
+import importlib.util
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from kopf_scheduler import __version__
 
@@ -24,35 +24,35 @@ _COMMANDS = {
     "run": ("kopf_scheduler.cluster.run", "run the scheduler against a cluster (kubeconfig or in-cluster)"),
     "simulate": ("kopf_scheduler.simulate", "offline what-if scheduling of YAML/JSON objects"),
     "explain": ("kopf_scheduler.explain.command", "why a pod is (not) scheduled: per node and plugin, live"),
-    "playground": ("kopf_scheduler.cluster.playground", "start a local control plane and schedule a demo"),
+    "playground": ("kopf_scheduler_workbench.playground", "start a local control plane and schedule a demo"),
     "controlplane": (
-        "kopf_scheduler.cluster.controlplane",
+        "kopf_scheduler_workbench.controlplane",
         "build, start or inspect the local control plane",
     ),
-    "bench": ("kopf_scheduler.bench.runner", "side-by-side benchmarks with the reference kube-scheduler"),
+    "bench": (
+        "kopf_scheduler_workbench.bench.runner",
+        "side-by-side benchmarks with the reference kube-scheduler",
+    ),
     "config": (
         "kopf_scheduler.configtool",
         "SchedulerProfiles from a KubeSchedulerConfiguration (import) and back (export)",
     ),
     "fidelity": (
-        "kopf_scheduler.fidelity.runner",
+        "kopf_scheduler_workbench.fidelity.runner",
         "differential run: random scenarios decided by the reference kube-scheduler and ours",
     ),
 }
 
 
-# The workbench: these build the control plane from tests/controlplane and read the repository
-# (crds/, tests/, git worktrees), so they run from a git checkout only. Installed from a wheel, they
-# say so in one line instead of failing somewhere inside.
-_NEEDS_CHECKOUT = frozenset({"bench", "fidelity", "controlplane", "playground"})
+# The workbench (a second package, kopf_scheduler_workbench, beside this one in a checkout): these
+# build the control plane from tests/controlplane and read the repository (crds/, tests/, git
+# worktrees). ``pip install -e .`` makes it importable; the wheel and the image leave it out, and
+# there these commands say so in one line instead of failing somewhere inside.
+_WORKBENCH = "kopf_scheduler_workbench"
 
 
-def _checkout() -> Path | None:
-    """The git checkout this package is installed from (``pip install -e .``), if it is."""
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "pyproject.toml").is_file() and (parent / "tests" / "controlplane" / "go.mod").is_file():
-            return parent
-    return None
+def _has_workbench() -> bool:
+    return importlib.util.find_spec(_WORKBENCH) is not None
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "kopf-scheduler") -> int:
@@ -61,9 +61,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "kopf-scheduler") -> 
     sub = parser.add_subparsers(dest="command", required=True)
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = argv[0] if argv and argv[0] in _COMMANDS else None
-    # KOPF_SCHEDULER_CONTROLPLANE_SRC points the control-plane builder at the Go module elsewhere.
-    elsewhere = chosen == "controlplane" and bool(os.environ.get("KOPF_SCHEDULER_CONTROLPLANE_SRC"))
-    if chosen in _NEEDS_CHECKOUT and _checkout() is None and not elsewhere:
+    if chosen and _COMMANDS[chosen][0].startswith(f"{_WORKBENCH}.") and not _has_workbench():
         print(
             f"{prog} {chosen}: works from a git checkout of kopf-scheduler only (pip install -e . "
             "there); this installation has run, simulate, explain and config",

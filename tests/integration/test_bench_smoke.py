@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kopf_scheduler.bench import runner
+from kopf_scheduler_workbench.bench import runner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

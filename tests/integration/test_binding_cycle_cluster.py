@@ -16,13 +16,13 @@ from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
-from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import create, fresh_namespace, get_json, node, pod
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .charthelpers import CHART, CONFIG_PATH, build_helm, docs, render, run_helm, values_file
 from .test_operator_helpers import (

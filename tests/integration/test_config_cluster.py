@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_gang_cluster import bound_count, failed_messages, initially_scheduled, members, pod_group
 from .test_operator_helpers import (

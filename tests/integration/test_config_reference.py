@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kopf_scheduler.cluster.controlplane import build
+from kopf_scheduler_workbench.controlplane import build
 
 pytestmark = pytest.mark.integration
 

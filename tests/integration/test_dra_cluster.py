@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.testing.invariants import ClusterState, check
+from kopf_scheduler_workbench.controlplane import ControlPlane
+from kopf_scheduler_workbench.testing.invariants import ClusterState, check
 
 from .test_operator_helpers import (
     Replica,

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.cluster.listing import list_cluster
 from kopf_scheduler.explain.engine import explain
 from kopf_scheduler.explain.reflog import parse_scores
 from kopf_scheduler.simulate import documents_to_inputs
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import (
     ROOT,

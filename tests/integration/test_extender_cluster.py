@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_config_cluster import config_file, ours, reference
 from .test_operator_helpers import create, deploy, free_port, fresh_namespace, get_json, node, pod, wait_for

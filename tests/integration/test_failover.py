@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.cluster.listing import fetch_state
-from kopf_scheduler.testing.invariants import check
+from kopf_scheduler_workbench.clusterstate import fetch_state
+from kopf_scheduler_workbench.controlplane import ControlPlane
+from kopf_scheduler_workbench.testing.invariants import check
 
 from .test_operator_helpers import Replica, create, deploy, get_json, node, pod, wait_for
 

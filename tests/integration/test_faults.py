@@ -28,9 +28,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.cluster.listing import fetch_state
-from kopf_scheduler.testing.invariants import Report, check
+from kopf_scheduler_workbench.clusterstate import fetch_state
+from kopf_scheduler_workbench.controlplane import ControlPlane
+from kopf_scheduler_workbench.testing.invariants import Report, check
 
 from .faultproxy import FaultProxy
 from .test_operator_helpers import ROOT, create, deploy, free_port, node, pod, wait_for

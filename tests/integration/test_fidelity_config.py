@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.fidelity.runner import FidelityRun, run_fidelity
+from kopf_scheduler_workbench.fidelity.runner import FidelityRun, run_fidelity
 
 from .test_fidelity import REQUIRED, _explain
 

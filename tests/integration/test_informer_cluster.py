@@ -24,8 +24,8 @@ import pytest
 
 from kopf_scheduler.cluster.client import MERGE, ApiClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
-from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.cluster.informer import Backoff, Informer, InformerHandlers, ResourceKind
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ import pytest
 
 from kopf_scheduler.cluster.client import ApiClient
 from kopf_scheduler.cluster.connection import EXPIRY_MARGIN_SECONDS, load_credentials
-from kopf_scheduler.cluster.controlplane import ControlPlane
-from kopf_scheduler.testing.exec_credential import ExecPlugin
+from kopf_scheduler_workbench.controlplane import ControlPlane
+from kopf_scheduler_workbench.testing.exec_credential import ExecPlugin
 
 from .test_operator_helpers import (
     ROOT,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import (
     ROOT,

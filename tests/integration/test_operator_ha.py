@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import (
     Replica,

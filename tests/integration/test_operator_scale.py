@@ -24,7 +24,7 @@ import pytest
 
 from kopf_scheduler.cluster.client import ApiClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import Replica, deploy, node, node_of, pod, wait_for
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from kopf_scheduler import __version__
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import ROOT, create, free_port, node, node_of, pod, wait_for
 
@@ -95,6 +95,7 @@ def test_wheel_and_sdist_pass_twine_check(dist: Path) -> None:
         names = zf.namelist()
         entry_points = zf.read(f"kopf_scheduler-{__version__}.dist-info/entry_points.txt").decode()
     assert "kopf_scheduler/py.typed" in names
+    assert not [n for n in names if n.startswith("kopf_scheduler_workbench")]  # the workbench stays out
     assert "kubectl-kopf_scheduler = kopf_scheduler.cli:kubectl_plugin" in entry_points
     with tarfile.open(sdist) as tf:
         assert f"kopf_scheduler-{__version__}/pyproject.toml" in tf.getnames()

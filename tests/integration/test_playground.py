@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

@@ -24,10 +24,10 @@ import pytest
 from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
 from kopf_scheduler.cluster.connection import load_credentials
-from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.cluster.informer import ResourceKind
 from kopf_scheduler.cluster.operator import OBJECT_KINDS, OPTIONAL_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH
 from kopf_scheduler.framework.client import ApiError, ClusterClient
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import create, deploy, fresh_namespace, get_json, node, pod
 

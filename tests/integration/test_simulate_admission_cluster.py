@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.simulate import Inputs, load_documents, simulate
 from kopf_scheduler.simulate_admission import Admission, AdmissionError
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import fresh_namespace
 

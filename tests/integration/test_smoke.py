@@ -9,7 +9,7 @@ import uuid
 import kubernetes
 import pytest
 
-from kopf_scheduler.cluster.controlplane import ControlPlane
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 

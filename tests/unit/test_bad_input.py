@@ -26,9 +26,9 @@ from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.operator import Options, SchedulerRuntime
 from kopf_scheduler.simulate import SimulationError, load_documents, simulate
-from kopf_scheduler.testing.builders import node_dict, pod_dict
-from kopf_scheduler.testing.fake_client import FakeClusterClient
-from kopf_scheduler.testing.invariants import ClusterState, check
+from kopf_scheduler_workbench.testing.builders import node_dict, pod_dict
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.invariants import ClusterState, check
 
 Mutation = Callable[[dict[str, Any]], None]
 

@@ -19,7 +19,7 @@ from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.framework.profiles import default_profile, load_profile
 from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.memory_client import MemoryClusterClient
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 NAME = "batched"
 # scheduler_perf's batching config: PodTopologySpread without system defaults, else no pod signs.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kopf_scheduler.bench import report
+from kopf_scheduler_workbench.bench import report
 
 
 def _result(scheduler: str, average: float, **cpu: float) -> dict[str, object]:

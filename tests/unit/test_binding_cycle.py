@@ -20,8 +20,8 @@ from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
-from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 
 class Sort(Plugin):

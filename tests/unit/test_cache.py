@@ -10,7 +10,7 @@ from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.api.types import Resource
 from kopf_scheduler.cache import Cache, CacheError, Snapshot
 from kopf_scheduler.cache.cache import NodeTree
-from kopf_scheduler.testing.builders import make_node, make_pod, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod, pod_dict
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -110,7 +110,7 @@ def test_shared_statuses_count_per_node_and_the_message_follows_postfilter() -> 
 
 def test_infos_with_code_answers_without_a_walk_when_no_status_has_it() -> None:
     from kopf_scheduler.framework.types import NodeInfo
-    from kopf_scheduler.testing.builders import make_node
+    from kopf_scheduler_workbench.testing.builders import make_node
 
     infos = []
     for i in range(3):

@@ -13,8 +13,8 @@ from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.events import node_scheduling_properties_change
 from kopf_scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
-from kopf_scheduler.testing.builders import make_node, make_pod, node_dict, pod_dict
-from kopf_scheduler.testing.clock import FakeClock
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod, node_dict, pod_dict
+from kopf_scheduler_workbench.testing.clock import FakeClock
 
 OURS = "kopf-scheduler"
 

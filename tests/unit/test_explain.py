@@ -17,7 +17,7 @@ from kopf_scheduler.explain.render import to_json, to_table
 from kopf_scheduler.explain.whatif import what_if
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.simulate import Inputs, load_documents, simulate
-from kopf_scheduler.testing.builders import make_node, make_pod, node_dict, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod, node_dict, pod_dict
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}

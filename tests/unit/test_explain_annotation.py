@@ -13,8 +13,8 @@ from kopf_scheduler.explain.annotation import fit_summary
 from kopf_scheduler.framework.diagnosis import FitError
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
-from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 
 def _fail(nodes: list[Any], pod: Pod, limit: int = 4096) -> tuple[dict[str, Any], str, str]:

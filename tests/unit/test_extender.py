@@ -45,7 +45,7 @@ from kopf_scheduler.framework.extender import (
 from kopf_scheduler.framework.interface import Code
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.memory_client import MemoryClusterClient
-from kopf_scheduler.testing.builders import make_node, make_pod, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod, pod_dict
 
 # --- the bodies ----------------------------------------------------------------------------------
 

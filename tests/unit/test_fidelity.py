@@ -7,9 +7,16 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.fidelity.compare import Outcome, Tally, judge, message_parts, reason_diffs, signature
-from kopf_scheduler.fidelity.generator import EXTENDED, Features, generate
-from kopf_scheduler.fidelity.klog import FINAL_SCORE, parse_line, parse_scores
+from kopf_scheduler_workbench.fidelity.compare import (
+    Outcome,
+    Tally,
+    judge,
+    message_parts,
+    reason_diffs,
+    signature,
+)
+from kopf_scheduler_workbench.fidelity.generator import EXTENDED, Features, generate
+from kopf_scheduler_workbench.fidelity.klog import FINAL_SCORE, parse_line, parse_scores
 
 FINAL = (
     'I1123 12:22:01.850900   20328 schedule_one.go:1047] "Calculated node\'s final score for pod" '
@@ -331,9 +338,9 @@ def test_scores_of_captures_our_weighted_plugin_scores_for_one_pod() -> None:
     import asyncio
 
     from kopf_scheduler.api.objects import parse_node, parse_pod
-    from kopf_scheduler.fidelity.runner import _scores_of
     from kopf_scheduler.framework.runtime import Framework
     from kopf_scheduler.simulate import Inputs, simulate
+    from kopf_scheduler_workbench.fidelity.runner import _scores_of
 
     def node(name: str, cpu: str) -> dict[str, Any]:
         alloc = {"cpu": cpu, "memory": "4Gi", "pods": "110"}

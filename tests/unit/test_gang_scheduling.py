@@ -21,7 +21,7 @@ from kopf_scheduler.framework.interface import Code, PlacementProgress
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.plugins.gang_scheduling import WAITING_FOR_MEMBERS, GangScheduling
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 GANG = "gang-scheduler"
 GROUP_MSG = (

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.testing.builders import node_dict, pod_dict
-from kopf_scheduler.testing.invariants import ClusterState, check
+from kopf_scheduler_workbench.testing.builders import node_dict, pod_dict
+from kopf_scheduler_workbench.testing.invariants import ClusterState, check
 
 
 def bound(name: str, node: str, **kw: Any) -> dict[str, Any]:

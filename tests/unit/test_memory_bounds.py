@@ -20,8 +20,8 @@ from kopf_scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from kopf_scheduler.queue.nominator import Nominator
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
-from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 _ANTI = {
     "podAntiAffinity": {

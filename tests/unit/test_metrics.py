@@ -27,8 +27,8 @@ from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
-from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 PROFILE = "kopf-scheduler"
 

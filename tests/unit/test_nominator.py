@@ -6,7 +6,7 @@ from typing import Any
 
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.queue import Nominator
-from kopf_scheduler.testing.builders import make_pod, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_pod, pod_dict
 
 
 def _nominated(name: str, node: str, uid: str | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from kopf_scheduler.api import objects
 from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster.informer import _gc_paused, _trim
-from kopf_scheduler.testing.builders import pod_dict
+from kopf_scheduler_workbench.testing.builders import pod_dict
 
 
 def _fields(pod: Pod) -> dict[str, Any]:

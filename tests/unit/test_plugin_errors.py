@@ -27,8 +27,8 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import IN_TREE, Registry
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.metrics.recorder import NoopMetrics
-from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 POISON = "poison"
 ERROR = "RuntimeError: boom"

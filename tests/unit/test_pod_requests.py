@@ -16,7 +16,7 @@ import pytest
 from kopf_scheduler.api import objects
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.testing.builders import pod_dict
+from kopf_scheduler_workbench.testing.builders import pod_dict
 
 MI = 2**20
 GI = 2**30

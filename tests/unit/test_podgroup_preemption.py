@@ -31,7 +31,7 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import default_registry
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.plugins.default_preemption import DefaultPreemption
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 GANG = "gang-scheduler"
 LOW, HIGH = 100, 1000

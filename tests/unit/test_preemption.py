@@ -22,7 +22,7 @@ from kopf_scheduler.framework.preemption import (
     success_message,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.testing.builders import make_node, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_node, pod_dict
 
 U, UU, ERR = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.ERROR
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
-from kopf_scheduler.bench.preemption import build
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, Status
@@ -17,7 +16,8 @@ from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_preemption import PdbIndex, filter_pods_with_pdb_violation
 from kopf_scheduler.queue.nominator import Nominator
-from kopf_scheduler.testing.builders import node_dict, pod_dict
+from kopf_scheduler_workbench.bench.preemption import build
+from kopf_scheduler_workbench.testing.builders import node_dict, pod_dict
 
 
 def slow_pdb_violation(

@@ -20,8 +20,8 @@ from kopf_scheduler.framework.events import (
 )
 from kopf_scheduler.framework.interface import Status
 from kopf_scheduler.queue import PriorityQueue, QueuedPodInfo
-from kopf_scheduler.testing.builders import make_pod, pod_dict
-from kopf_scheduler.testing.clock import FakeClock
+from kopf_scheduler_workbench.testing.builders import make_pod, pod_dict
+from kopf_scheduler_workbench.testing.clock import FakeClock
 
 NODE_LABEL = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_LABEL, "NodeLabel")
 NODE_TAINT = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT, "NodeTaint")

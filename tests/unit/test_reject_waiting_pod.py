@@ -17,8 +17,8 @@ from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import IN_TREE, Registry
-from kopf_scheduler.testing.builders import make_node, make_pod, pod_dict
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod, pod_dict
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 
 class Waiter(Plugin):

@@ -18,7 +18,7 @@ from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, go_duration
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.queue.nominator import Nominator
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 CALLS: list[str] = []
 

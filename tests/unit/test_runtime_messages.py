@@ -16,7 +16,7 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, go_quote
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 
 class Sort(Plugin):

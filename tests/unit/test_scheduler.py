@@ -18,8 +18,8 @@ from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler, num_feasible_nodes_to_find
-from kopf_scheduler.testing.builders import make_node, make_pod
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 
 class Sort(Plugin):

@@ -215,7 +215,7 @@ def test_successful_preemption_message_is_reported_before_the_retry(tmp_path: Pa
         pod("web", cpu="500m", priorityClassName="high"),
     ]
     inputs = load(tmp_path, *docs)
-    from kopf_scheduler.testing import fake_client
+    from kopf_scheduler_workbench.testing import fake_client
 
     seen: list[str] = []
     original = fake_client.FakeClusterClient.record_failed

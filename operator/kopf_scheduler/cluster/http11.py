@@ -11,7 +11,7 @@ Listings, watches and anything behind a proxy still go through aiohttp.
 The parser is httptools (llhttp, Node.js's parser, which aiohttp's C parser also builds on):
 framing, chunked bodies, 1xx and keep-alive come from a parser that is fuzzed and used at scale,
 not from code of ours, and it costs no more of our CPU than the hand-written parser it replaced
-(``python -m kopf_scheduler.bench.http --canned``: 39-41 us a request through ApiClient against
+(``python -m kopf_scheduler_workbench.bench.http --canned``: 39-41 us a request through ApiClient against
 41-42). h11 does the same in pure Python at more than twice the CPU (96-97 us there; 147-162
 against httptools' 72-86 with the local apiserver), which would give back most of what this pool
 saves over aiohttp (109-114 us). docs/benchmarks.md has the runs.

@@ -8,7 +8,6 @@ serves (see ``ProfileController``); a later or invalid one is left out with a no
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +19,8 @@ from kopf_scheduler.cluster.operator import OBJECT_KINDS, OPTIONAL_KINDS, POD_FI
 from kopf_scheduler.config.profile import ProfileError
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.profiles import load_profile
-from kopf_scheduler.testing.invariants import ClusterState, fetch_state_async
 
-__all__ = ["ClusterListing", "fetch_state", "list_cluster"]
+__all__ = ["ClusterListing", "list_cluster"]
 
 _KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("Node", "/api/v1/nodes"),
@@ -89,14 +87,3 @@ async def list_cluster(kubeconfig: str | None = None, context: str | None = None
     listing.notes.extend(notes)
     listing.documents.extend(("cluster: SchedulerProfile", item) for item in served)
     return listing
-
-
-def fetch_state(kubeconfig: str, context: str | None = None) -> ClusterState:
-    """The invariant checker's input from a live cluster, for tests and scripts (runs its own
-    event loop); here at the edge because ``testing`` never imports ``cluster``."""
-
-    async def go() -> ClusterState:
-        async with ApiClient(load_credentials(kubeconfig, context)) as api:
-            return await fetch_state_async(api)
-
-    return asyncio.run(go())

@@ -248,8 +248,8 @@ def test_args_durations(value: Any, seconds: float) -> None:
 def test_allocation_stops_once_enough_nodes_are_feasible(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above 100 nodes the reference stops filtering once it has found enough feasible nodes
     (numFeasibleNodesToFind); the per-node allocation must not run on the rest."""
-    from kopf_scheduler.bench.workloads import workloads
     from kopf_scheduler.simulate import documents_to_inputs
+    from kopf_scheduler_workbench.bench.workloads import workloads
 
     w = workloads("small")["SchedulingWithResourceClaim"]  # 200 nodes, 2 devices each
     objs = w.node_objects() + w.cluster_objects()

@@ -11,7 +11,7 @@ from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import CycleState, Status
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.testing.builders import make_pod
+from kopf_scheduler_workbench.testing.builders import make_pod
 
 
 class FakeHandle:

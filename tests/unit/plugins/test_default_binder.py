@@ -10,7 +10,7 @@ from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.plugins.default_binder import BIND_ATTEMPTS, DefaultBinder
-from kopf_scheduler.testing.builders import make_pod
+from kopf_scheduler_workbench.testing.builders import make_pod
 
 
 class RecordingClient:

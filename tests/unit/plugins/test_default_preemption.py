@@ -27,7 +27,7 @@ from kopf_scheduler.plugins.default_preemption import (
 )
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit
 from kopf_scheduler.queue.nominator import Nominator
-from kopf_scheduler.testing.builders import make_node, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_node, pod_dict
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 

@@ -17,8 +17,8 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.plugins.dynamic_resources import DynamicResources
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler import ProfileSet, Scheduler
-from kopf_scheduler.testing.builders import make_node, make_pod, pod_dict
-from kopf_scheduler.testing.fake_client import FakeClusterClient
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod, pod_dict
+from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
 
 def test_pre_filter_records_state_and_skips() -> None:

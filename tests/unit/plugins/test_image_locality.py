@@ -14,7 +14,7 @@ from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.framework.types import ImageState
 from kopf_scheduler.plugins.image_locality import ImageLocality, calculate_priority, normalized_image_name
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 MB = 1024 * 1024
 

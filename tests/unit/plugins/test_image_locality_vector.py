@@ -11,7 +11,7 @@ from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.plugins.image_locality import ImageLocality
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 
 def test_reference_cases_vector() -> None:

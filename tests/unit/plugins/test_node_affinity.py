@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from kopf_scheduler.framework.interface import Code, CycleState, PreFilterResult, QueueingHint
 from kopf_scheduler.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 POD_REASON = "node(s) didn't match Pod's node affinity/selector"
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"

@@ -20,7 +20,7 @@ from kopf_scheduler.plugins.node_declared_features import (
     infer_pod_features,
     node_features,
 )
-from kopf_scheduler.testing.builders import make_pod, node_dict
+from kopf_scheduler_workbench.testing.builders import make_pod, node_dict
 
 RESTART_RULE = {"restartPolicyRules": [{"action": "RestartAllContainers", "exitCodes": {"operator": "In"}}]}
 BIND_MOUNT = {"volumeMounts": [{"name": "v", "mountPath": "/v", "bindMountOptions": ["nosuid"]}]}

@@ -6,7 +6,7 @@ from node_plugin_helpers import assert_filter_vector_agrees, make_snapshot
 
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource
 from kopf_scheduler.plugins.node_name import NodeName
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 
 def test_filter() -> None:

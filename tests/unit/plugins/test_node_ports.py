@@ -9,7 +9,7 @@ from node_plugin_helpers import make_snapshot
 
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.node_ports import NodePorts
-from kopf_scheduler.testing.builders import make_pod
+from kopf_scheduler_workbench.testing.builders import make_pod
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 
@@ -60,7 +60,7 @@ CASES = [
 def test_filter(
     name: str, wanted: list[tuple[str, str, int]], used: list[tuple[str, str, int]], fits: bool
 ) -> None:
-    from kopf_scheduler.testing.builders import make_node
+    from kopf_scheduler_workbench.testing.builders import make_node
 
     existing = [port_pod(*used, name="e", node_name="n1")] if used else []
     snapshot = make_snapshot([make_node("n1")], existing)

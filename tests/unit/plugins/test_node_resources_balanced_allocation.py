@@ -15,7 +15,7 @@ from kopf_scheduler.plugins.node_resources_balanced_allocation import (
     NodeResourcesBalancedAllocationArgs,
 )
 from kopf_scheduler.plugins.resource_allocation import balance, balanced_score
-from kopf_scheduler.testing.builders import make_node
+from kopf_scheduler_workbench.testing.builders import make_node
 
 GPU = "nvidia.com/gpu"
 

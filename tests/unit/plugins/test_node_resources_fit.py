@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit, NodeResourcesFitArgs
 from kopf_scheduler.plugins.resource_allocation import broken_linear
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 EXT = "example.com/aaa"
 HUGE = "hugepages-2Mi"

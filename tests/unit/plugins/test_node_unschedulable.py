@@ -9,7 +9,7 @@ from node_plugin_helpers import assert_filter_vector_agrees, make_snapshot
 
 from kopf_scheduler.framework.interface import Code, CycleState, QueueingHint
 from kopf_scheduler.plugins.node_unschedulable import NodeUnschedulable
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 TOLERATE = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
 

@@ -16,7 +16,7 @@ from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.plugins.node_resources_balanced_allocation import NodeResourcesBalancedAllocation
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit, NodeResourcesFitArgs
-from kopf_scheduler.testing.builders import make_node, pod_dict
+from kopf_scheduler_workbench.testing.builders import make_node, pod_dict
 
 EXT = "example.com/aaa"
 HUGE = "hugepages-2Mi"

@@ -8,7 +8,7 @@ import pytest
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.plugins.priority_sort import PrioritySort
-from kopf_scheduler.testing.builders import make_pod
+from kopf_scheduler_workbench.testing.builders import make_pod
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kopf_scheduler.framework.interface import ActionType, Code, EventResource, QueueingHint
 from kopf_scheduler.plugins.scheduling_gates import SchedulingGates
-from kopf_scheduler.testing.builders import make_pod
+from kopf_scheduler_workbench.testing.builders import make_pod
 
 
 def test_pre_enqueue() -> None:

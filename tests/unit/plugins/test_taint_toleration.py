@@ -16,7 +16,7 @@ from node_plugin_helpers import (
 
 from kopf_scheduler.framework.interface import Code, CycleState, QueueingHint
 from kopf_scheduler.plugins.taint_toleration import TaintToleration
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 
 def taint(key: str, value: str, effect: str) -> dict[str, str]:

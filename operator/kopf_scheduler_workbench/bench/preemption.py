@@ -4,7 +4,7 @@ A cluster of N nodes, each full of low-priority pods; a high-priority pod that n
 evicted on any node. The real Framework runs the filters (the default profile's plugins that are
 available), so the figure includes cloning, PreFilter extensions and filter runs of the dry-run.
 
-    python -m kopf_scheduler.bench.preemption [--nodes 1000] [--pods-per-node 8] [--repeat 20]
+    python -m kopf_scheduler_workbench.bench.preemption [--nodes 1000] [--pods-per-node 8] [--repeat 20]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_preemption import DefaultPreemption
 from kopf_scheduler.queue.nominator import Nominator
-from kopf_scheduler.testing.builders import node_dict, pod_dict
+from kopf_scheduler_workbench.testing.builders import node_dict, pod_dict
 
 # In-tree default plugins that take part in Filter/PreFilter/PostFilter, in the default order.
 _CANDIDATE_PLUGINS = [

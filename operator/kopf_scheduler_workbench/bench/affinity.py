@@ -13,7 +13,8 @@ Scenarios:
 Reported: the first (cold) decision, then mean/p50/p95 over the following ones, for the vector path
 (filter_vector / score_vector) and, for one decision, the per-node path (filter/score per node).
 
-    python -m kopf_scheduler.bench.affinity [--nodes 1000 5000] [--pods-per-node 10] [--decisions 30]
+    python -m kopf_scheduler_workbench.bench.affinity [--nodes 1000 5000] [--pods-per-node 10] \
+        [--decisions 30]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.testing.builders import node_dict, pod_dict
+from kopf_scheduler_workbench.testing.builders import node_dict, pod_dict
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -41,18 +41,28 @@ from typing import Any
 import psutil
 
 import kopf_scheduler
-from kopf_scheduler.bench import report
-from kopf_scheduler.bench.measure import Api, PodTracker, ProcessSampler, percentile, throughput_windows
-from kopf_scheduler.bench.workloads import NAMESPACE, SCALES, TRACK_LABEL, Workload, workloads
-from kopf_scheduler.cluster.controlplane import (
-    ControlPlane,
-    _die_with_parent,
-    _free_port,
-    build,
-    pinned_versions,
+from kopf_scheduler_workbench.bench import report
+from kopf_scheduler_workbench.bench.measure import (
+    Api,
+    PodTracker,
+    ProcessSampler,
+    percentile,
+    throughput_windows,
 )
+from kopf_scheduler_workbench.bench.workloads import NAMESPACE, SCALES, TRACK_LABEL, Workload, workloads
+from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
+from kopf_scheduler_workbench.processes import die_with_parent, free_port, stop_group
 
-__all__ = ["SchedulerSpec", "add_arguments", "bench", "run", "run_one"]
+__all__ = [
+    "ROOT",
+    "SCHEDULERS",
+    "SchedulerSpec",
+    "add_arguments",
+    "bench",
+    "run",
+    "run_one",
+    "scheduler_command",
+]
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -109,7 +119,7 @@ def _our_profile(workload: Workload) -> dict[str, Any] | None:
             "metadata": {"name": "bench"}, "spec": spec}  # fmt: skip
 
 
-def _command(
+def scheduler_command(
     spec: SchedulerSpec,
     plane: ControlPlane,
     args: argparse.Namespace,
@@ -122,7 +132,7 @@ def _command(
         if spec.key == "ours-baseline":
             env["PYTHONPATH"] = str(args.baseline_src)  # before the installed (current) package
         cmd = [sys.executable, "-m", "kopf_scheduler", "run", "--kubeconfig", str(plane.kubeconfig)]
-        cmd += ["--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
+        cmd += ["--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", str(free_port())]
         if spec.key == "ours-unbatched":
             cmd.append("--no-opportunistic-batching")
         if args.profile_ours:
@@ -145,7 +155,7 @@ def _command(
         cmd = [
             str(plane.bin_path),
             "kube-scheduler",
-            f"--secure-port={_free_port()}",
+            f"--secure-port={free_port()}",
             "--bind-address=127.0.0.1",
         ]
         cmd.append(f"--config={_reference_config(plane, args.reference_qps, workload)}")
@@ -153,23 +163,9 @@ def _command(
             cmd.append(f"--feature-gates={plane.feature_gates()}")
         return cmd, env
     env["KOPF_SCHEDULER_BENCH_TOKEN"] = plane.admin_token
-    cmd = [sys.executable, "-m", "kopf_scheduler.bench.rawbind", "--server", plane.server,
+    cmd = [sys.executable, "-m", "kopf_scheduler_workbench.bench.rawbind", "--server", plane.server,
            "--scheduler-name", spec.scheduler_name, "--max-seconds", "3600"]  # fmt: skip
     return cmd, env
-
-
-def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
-    """The process group: a scheduler, or py-spy and the scheduler it records (SIGINT: py-spy saves)."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 def _profiled_child(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
@@ -270,11 +266,11 @@ async def _measure(
         profile = _our_profile(workload) if spec.key.startswith("ours") else None
         if profile is not None:  # read by ours before its first cycle (resync_profiles)
             await api.request("POST", "/apis/kopfscheduler.io/v1alpha1/schedulerprofiles", profile)
-        cmd, env = _command(spec, plane, args, log_path.stem, workload)
+        cmd, env = scheduler_command(spec, plane, args, log_path.stem, workload)
         with log_path.open("wb") as log:
             spawned = time.monotonic()
             proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, preexec_fn=_die_with_parent
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, preexec_fn=die_with_parent
             )
         sampler = ProcessSampler(
             _profiled_child(proc) if spec.key == "ours" and args.profile_ours else proc.pid
@@ -409,7 +405,9 @@ async def _measure(
             result.setdefault("cpu", {})["scheduler_total"] = sampler.cpu_seconds()
             result["memory"] = {"scheduler_peak_rss_mb": sampler.peak_rss / 2**20}
         if proc is not None:
-            _stop(proc, signal.SIGINT if spec.key == "ours" and args.profile_ours else signal.SIGTERM, 10.0)
+            stop_group(
+                proc, signal.SIGINT if spec.key == "ours" and args.profile_ours else signal.SIGTERM, 10.0
+            )
             result["exit_code"] = proc.returncode
         await tracker.stop()
         await api.close()

@@ -15,7 +15,7 @@ transport, interleaved round by round, and prints the process CPU per request an
 kube-apiserver-like ``201 Created`` (its headers, a created Event as the body): the client's CPU
 without the apiserver's competing for the same cores, for a steadier comparison on a busy machine.
 
-``python -m kopf_scheduler.bench.http [--requests 3000] [--concurrency 32] [--rounds 3]
+``python -m kopf_scheduler_workbench.bench.http [--requests 3000] [--concurrency 32] [--rounds 3]
 [--variants httptools h11 hand-written aiohttp] [--canned]``
 """
 
@@ -36,9 +36,9 @@ import kopf
 from kopf_scheduler.cluster import http11
 from kopf_scheduler.cluster.client import ApiClient
 from kopf_scheduler.cluster.connection import Credentials, load_credentials
-from kopf_scheduler.cluster.controlplane import ControlPlane
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError, Response
 from kopf_scheduler.cluster.run import run_loop
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 try:  # not a dependency: the h11 variant runs where it is installed
     import h11

@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import ctypes
 import fcntl
 import hashlib
 import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,11 +30,12 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from kopf_scheduler_workbench.processes import die_with_parent, free_port
+
 __all__ = ["ControlPlane", "build", "find_module_dir", "running_control_plane"]
 
 ADMIN_TOKEN_USER = "kopf-scheduler-admin"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"  # bound by the bootstrap RBAC policy
-_PR_SET_PDEATHSIG = 1
 
 
 def find_module_dir() -> Path:
@@ -122,19 +121,6 @@ def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it when the parent dies, in its own process group."""
-    os.setpgid(0, 0)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _kubeconfig(server: str, user: str, token: str, ca_pem: bytes) -> str:
     cluster = {"server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}
     return json.dumps(
@@ -170,9 +156,9 @@ class ControlPlane:
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kopf-scheduler-cp-"))
         self.log_to_files = log_to_files
-        self.etcd_port = _free_port()
-        self.etcd_peer_port = _free_port()
-        self.port = _free_port()
+        self.etcd_port = free_port()
+        self.etcd_peer_port = free_port()
+        self.port = free_port()
         self.server = f"https://127.0.0.1:{self.port}"
         self.admin_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.controllers = controllers
@@ -202,7 +188,7 @@ class ControlPlane:
         log_path = self.workdir / f"{name}.log" if self.log_to_files else Path(os.devnull)
         with open(log_path, "ab") as log:  # the child keeps its own descriptor
             proc = subprocess.Popen(
-                [str(self.bin_path), *args], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                [str(self.bin_path), *args], stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
             )
         self.processes[name] = proc
         return proc
@@ -351,7 +337,7 @@ class ControlPlane:
                 f"--authentication-kubeconfig={config}",
                 f"--authorization-kubeconfig={config}",
                 "--bind-address=127.0.0.1",
-                f"--secure-port={_free_port()}",
+                f"--secure-port={free_port()}",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={certs / 'sa.key'}",
                 f"--root-ca-file={certs / 'ca.crt'}",

@@ -2,8 +2,8 @@
 
 It is the ceiling this control plane allows a scheduler: the cost of watching pods and POSTing
 bindings and nothing else (no cache, no filters, no events). Run as its own process by the bench
-runner so its CPU is measured apart from the runner's:
-``KOPF_SCHEDULER_BENCH_TOKEN=... python -m kopf_scheduler.bench.rawbind --server URL --scheduler-name N``
+runner so its CPU is measured apart from the runner's: ``KOPF_SCHEDULER_BENCH_TOKEN=...
+python -m kopf_scheduler_workbench.bench.rawbind --server URL --scheduler-name N``
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 import time
 from urllib.parse import urlencode
 
-from kopf_scheduler.bench.measure import Api
 from kopf_scheduler.cluster.run import run_loop
+from kopf_scheduler_workbench.bench.measure import Api
 
 __all__ = ["RawBinder", "main"]
 
@@ -93,7 +93,9 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kopf_scheduler.bench.rawbind", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="kopf_scheduler_workbench.bench.rawbind", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--server", required=True, help="apiserver URL (loopback)")
     parser.add_argument("--scheduler-name", default="raw-bind")
     parser.add_argument("--parallel", type=int, default=64, help="concurrent binding POSTs")

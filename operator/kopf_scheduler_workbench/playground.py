@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from kopf_scheduler.cluster.controlplane import ControlPlane, find_module_dir
+from kopf_scheduler_workbench.controlplane import ControlPlane, find_module_dir
 
 __all__ = ["add_arguments", "run"]
 

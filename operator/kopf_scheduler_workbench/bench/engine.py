@@ -2,7 +2,7 @@
 
 Runs the default profile's scheduling cycle (PreFilter..Score, select host, assume, Reserve,
 Permit) for simple pods against an in-memory cache; binding is excluded because it is I/O.
-``python -m kopf_scheduler.bench.engine [--nodes 100 1000 5000] [--pods 300] [--profile]``;
+``python -m kopf_scheduler_workbench.bench.engine [--nodes 100 1000 5000] [--pods 300] [--profile]``;
 ``--cpu 64`` (more than a node's 32) times the failure path instead: diagnosis, FailedScheduling
 message and the preemption attempt, as in the Unschedulable workload. ``--metrics`` records into
 a Prometheus registry as the operator does (the default records nothing), to price the metrics.
@@ -21,7 +21,6 @@ import pstats
 import random
 import time
 
-from kopf_scheduler.bench.workloads import NO_TOPOLOGY
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.engine import new_engine
@@ -29,7 +28,8 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.scheduler import Scheduler
-from kopf_scheduler.testing.builders import make_node, make_pod
+from kopf_scheduler_workbench.bench.workloads import NO_TOPOLOGY
+from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
 __all__ = ["bench", "main"]
 

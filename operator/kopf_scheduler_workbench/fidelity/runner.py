@@ -41,10 +41,10 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 
-from kopf_scheduler.bench.measure import Api
-from kopf_scheduler.bench.runner import ROOT, SCHEDULERS, _command, _free_port, _stop
-from kopf_scheduler.cluster.controlplane import ControlPlane, _die_with_parent, build, pinned_versions
-from kopf_scheduler.fidelity.compare import (
+from kopf_scheduler_workbench.bench.measure import Api
+from kopf_scheduler_workbench.bench.runner import ROOT, SCHEDULERS, scheduler_command
+from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
+from kopf_scheduler_workbench.fidelity.compare import (
     CATEGORIES,
     Decision,
     Outcome,
@@ -53,8 +53,9 @@ from kopf_scheduler.fidelity.compare import (
     reason_diffs,
     signature,
 )
-from kopf_scheduler.fidelity.generator import LABEL, Features, Scenario, generate, run_objects
-from kopf_scheduler.fidelity.klog import parse_scores
+from kopf_scheduler_workbench.fidelity.generator import LABEL, Features, Scenario, generate, run_objects
+from kopf_scheduler_workbench.fidelity.klog import parse_scores
+from kopf_scheduler_workbench.processes import die_with_parent, free_port, stop_group
 
 __all__ = ["FidelityRun", "add_arguments", "markdown", "run", "run_fidelity"]
 
@@ -911,19 +912,19 @@ async def _drive(plane: ControlPlane, opts: FidelityRun, logs: Path) -> Driver:
         for key in ("reference", "ours"):
             if key == "ours" and not opts.live:
                 continue
-            cmd, env = _command(SCHEDULERS[key], plane, ns, key)
+            cmd, env = scheduler_command(SCHEDULERS[key], plane, ns, key)
             if configs is not None:  # both from the same file (cluster/runconfig.py, kube-scheduler's own)
                 if key == "reference":
-                    cmd = [str(plane.bin_path), "kube-scheduler", f"--secure-port={_free_port()}"]
+                    cmd = [str(plane.bin_path), "kube-scheduler", f"--secure-port={free_port()}"]
                     cmd += ["--bind-address=127.0.0.1", f"--config={configs[0]}"]
                 else:
                     cmd = [sys.executable, "-m", "kopf_scheduler", "run", f"--config={configs[1]}"]
-                    cmd += ["--metrics-host", "127.0.0.1", "--metrics-port", str(_free_port())]
+                    cmd += ["--metrics-host", "127.0.0.1", "--metrics-port", str(free_port())]
             if key == "reference":  # scores of every node: schedule_one.go's V(10) lines only
                 cmd += ["--v=2", "--vmodule=schedule_one=10", "--log-flush-frequency=1s"]
             with (logs / f"{key}.log").open("wb") as out:
                 procs[key] = subprocess.Popen(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT, preexec_fn=_die_with_parent
+                    cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT, preexec_fn=die_with_parent
                 )
         names = ["default-scheduler"] + (["kopf-scheduler"] if opts.live else [])
         await driver.warm_up(names, 120)
@@ -933,7 +934,7 @@ async def _drive(plane: ControlPlane, opts: FidelityRun, logs: Path) -> Driver:
         return driver
     finally:
         for proc in procs.values():
-            _stop(proc)
+            stop_group(proc)
         await driver.watches.stop()
         await driver.api.close()
 

@@ -37,7 +37,6 @@ counted in ``Report.orphaned``.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,14 +57,12 @@ from kopf_scheduler.api.types import (
     TopologySpreadConstraint,
 )
 from kopf_scheduler.dra import ExtendedResources
-from kopf_scheduler.framework.client import NotFound
 
 __all__ = [
     "ClusterState",
     "Report",
     "Violation",
     "check",
-    "fetch_state_async",
 ]
 
 _ANY_IP = "0.0.0.0"
@@ -494,38 +491,3 @@ def _check_devices(claims: Sequence[Mapping[str, Any]], report: Report) -> None:
     for device, keys in sorted(holders.items()):
         if len(set(keys)) > 1:
             report.violations.append(Violation("device-shared", device, f"allocated to {sorted(set(keys))}"))
-
-
-# --- fetching from a live apiserver ---------------------------------------------------------------
-
-
-async def fetch_state_async(api: Any) -> ClusterState:
-    """List pods, nodes, namespaces and events through a ``cluster.client.ApiClient``."""
-
-    async def listing(path: str) -> list[Mapping[str, Any]]:
-        items: list[Mapping[str, Any]] = []
-        async for page, _ in api.list_pages(path):
-            items.extend(page)
-        return items
-
-    try:
-        pod_groups = await listing("/apis/scheduling.k8s.io/v1beta1/podgroups")
-    except NotFound:  # the API is not served (GenericWorkload off)
-        pod_groups = []
-    pods, nodes, events, namespaces, classes, claims = await asyncio.gather(
-        listing("/api/v1/pods"),
-        listing("/api/v1/nodes"),
-        listing("/apis/events.k8s.io/v1/events"),
-        listing("/api/v1/namespaces"),
-        listing("/apis/resource.k8s.io/v1/deviceclasses"),
-        listing("/apis/resource.k8s.io/v1/resourceclaims"),
-    )
-    return ClusterState(
-        pods=pods,
-        nodes=nodes,
-        events=events,
-        namespaces=namespaces,
-        device_classes=classes,
-        resource_claims=claims,
-        pod_groups=pod_groups,
-    )

@@ -9,7 +9,7 @@ time to the watch event that shows ``nodeName``), p50/p99 over the first and the
 scheduler runs with leader election on (a peering of its own), as a Deployment runs it. The run
 ends with the invariant checker.
 
-    python -m kopf_scheduler.bench.soak --minutes 60 --rate 10 --json soak.json
+    python -m kopf_scheduler_workbench.bench.soak --minutes 60 --rate 10 --json soak.json
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kopf_scheduler_workbench.processes import free_port
 
 __all__ = ["SoakResult", "main", "soak"]
 
@@ -90,14 +92,6 @@ def _metric(port: int, name: str) -> float | None:
     return None
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def soak(
     kubeconfig: str, kubectl: Any, minutes: float, rate: float, population: int, nodes: int
 ) -> SoakResult:
@@ -108,8 +102,8 @@ def soak(
 
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
-    from kopf_scheduler.cluster.listing import fetch_state
-    from kopf_scheduler.testing.invariants import check
+    from kopf_scheduler_workbench.clusterstate import fetch_state
+    from kopf_scheduler_workbench.testing.invariants import check
 
     result = SoakResult(minutes=minutes, rate=rate)
     core: Any = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(kubeconfig))
@@ -130,7 +124,7 @@ def soak(
     if crds.is_dir():
         kubectl("apply", "-f", str(crds))
 
-    port = _free_port()
+    port = free_port()
     log = open(f"/tmp/{ns}-scheduler.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [
@@ -258,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", help="write the result here too")
     args = parser.parse_args(argv)
 
-    from kopf_scheduler.cluster.controlplane import ControlPlane
+    from kopf_scheduler_workbench.controlplane import ControlPlane
 
     plane: ControlPlane | None = None
     if args.kubeconfig:
