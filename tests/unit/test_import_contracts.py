@@ -1,0 +1,112 @@
+"""The import contracts of pyproject.toml: each one breaks on a probe import, and the offline rooms
+load neither Kopf nor the workbench when they run.
+
+A contract that no import can break guards nothing; so each is run by ``lint-imports`` on a copy of
+the tree with one import added where that contract forbids it, and must be reported BROKEN there
+(and KEPT on the tree as it is: scripts/test runs ``lint-imports`` on it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS = [c["name"] for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+             ["contracts"]]  # fmt: skip
+
+# contract name (its start) -> (module file under operator/, the import added at its end)
+PROBES: dict[str, tuple[str, str]] = {
+    "The house:": ("kopf_scheduler_workbench/processes.py", "import kopf_scheduler.cli"),
+    "The product never imports the workbench": ("kopf_scheduler/cli.py", "import kopf_scheduler_workbench"),
+    "simulate and explain are offline": ("kopf_scheduler/simulate.py", "import kopf"),
+    "The edge does not import the offline rooms": (
+        "kopf_scheduler/cluster/run.py",
+        "import kopf_scheduler.simulate",
+    ),
+    "The engine does no Kubernetes I/O": ("kopf_scheduler/framework/runtime.py", "import aiohttp"),
+    "Plugins see the cluster through the framework's Handle": (
+        "kopf_scheduler/plugins/node_name.py",
+        "import kopf_scheduler.queue",
+    ),
+    "Engine layers": ("kopf_scheduler/api/objects.py", "import kopf_scheduler.framework.runtime"),
+    "The test kit does not reach the live cluster": (
+        "kopf_scheduler_workbench/testing/clock.py",
+        "import aiohttp",
+    ),
+}
+
+
+def _contract(prefix: str) -> str:
+    (name,) = [c for c in CONTRACTS if c.startswith(prefix)]
+    return name
+
+
+def test_every_contract_has_a_probe() -> None:
+    assert sorted(CONTRACTS) == sorted(_contract(p) for p in PROBES)
+
+
+def _lint_imports(tree: Path) -> str:
+    """lint-imports on ``tree`` (a copy of pyproject.toml and operator/), importing from its operator/."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "operator")}
+    out = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+         "--no-cache"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return " ".join((out.stdout + out.stderr).split())  # contract names wrap in its report
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tree = tmp_path_factory.mktemp("tree")
+    shutil.copy(ROOT / "pyproject.toml", tree)
+    for package in ("kopf_scheduler", "kopf_scheduler_workbench"):
+        shutil.copytree(
+            ROOT / "operator" / package,
+            tree / "operator" / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    return tree
+
+
+@pytest.mark.parametrize("prefix", list(PROBES))
+def test_contract_breaks_on_a_probe_import(tree: Path, prefix: str) -> None:
+    name = _contract(prefix)
+    module, probe = PROBES[prefix]
+    path = tree / "operator" / module
+    original = path.read_text()
+    path.write_text(f"{original}\n{probe}  # probe\n")
+    try:
+        report = _lint_imports(tree)
+    finally:
+        path.write_text(original)
+    assert f"{name} BROKEN" in report, report[-3000:]
+    assert "Contracts: 0 kept" not in report  # the probe breaks what it aims at, not the parsing
+
+
+def test_offline_rooms_load_neither_kopf_nor_the_workbench() -> None:
+    """Imported and run in a fresh interpreter: ``simulate`` on an example, every explain module."""
+    code = """
+import pkgutil, sys
+import kopf_scheduler.explain as explain
+from kopf_scheduler import cli
+for m in pkgutil.iter_modules(explain.__path__):
+    __import__(f"kopf_scheduler.explain.{m.name}")
+cli.main(["simulate", sys.argv[1]])
+bad = sorted(m for m in sys.modules
+             if m == "kopf" or m.startswith(("kopf.", "kopf_scheduler_workbench", "kopf_scheduler.cluster")))
+print("LOADED", bad, file=sys.stderr)
+"""
+    example = ROOT / "tests" / "examples" / "csi_attach_limits.yaml"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(example)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert "LOADED []" in out.stderr, out.stderr[-3000:]
+    assert out.stdout  # simulate answered
