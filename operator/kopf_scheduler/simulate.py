@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.api.types import ObjectError
@@ -44,30 +45,11 @@ __all__ = [
 ]
 
 PROFILE_API_VERSION = "kopfscheduler.io/v1alpha1"
-NAMESPACED = {
-    "PersistentVolumeClaim",
-    "PodDisruptionBudget",
-    "CSIStorageCapacity",
-    "Service",
-    "ReplicationController",
-    "ReplicaSet",
-    "StatefulSet",
-    "ResourceClaim",
-    "ResourceClaimTemplate",
-    "PodGroup",
-}
-CLUSTER_SCOPED = {
-    "ResourceSlice",
-    "DeviceClass",
-    "DeviceTaintRule",
-    "PersistentVolume",
-    "StorageClass",
-    "CSINode",
-    "CSIDriver",
-    "VolumeAttachment",
-    "Namespace",
-    "PriorityClass",
-}
+# The kinds simulate takes into handle.objects (the informed ones and what admission expands),
+# keyed as the cache keys them: from the registry of kinds.
+_OBJECT_ROLES = (kinds.Role.OBJECT, kinds.Role.INPUT)
+NAMESPACED = kinds.namespaced_kinds(*_OBJECT_ROLES)
+CLUSTER_SCOPED = frozenset(k.kind for k in kinds.KINDS if not k.namespaced and k.role in _OBJECT_ROLES)
 
 
 class SimulationError(ValueError):
@@ -209,7 +191,7 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
             elif kind in NAMESPACED or kind in CLUSTER_SCOPED:
                 if not name:
                     raise SimulationError(f"{label}: metadata.name: required")
-                key = f"{meta.get('namespace') or 'default'}/{name}" if kind in NAMESPACED else name
+                key = kinds.by_name(kind).key(meta)
                 obj = dict(admission.admit_claim(doc)) if kind == "PersistentVolumeClaim" else dict(doc)
                 if kind == "PodGroup":
                     parse_pod_group(obj)  # a malformed group is the input's error, named here

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.cache.podgroups import PodGroupStates
 from kopf_scheduler.framework.snapshot import Snapshot
@@ -33,19 +34,8 @@ REGION_LABEL = "topology.kubernetes.io/region"
 LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 
-NAMESPACED_KINDS = frozenset(
-    {
-        "PersistentVolumeClaim",
-        "PodDisruptionBudget",
-        "CSIStorageCapacity",
-        "Service",
-        "ReplicationController",
-        "ReplicaSet",
-        "StatefulSet",
-        "ResourceClaim",
-    }
-)
-
+# Keys of handle.objects: ``ns/name`` for these, ``name`` for the rest (api/kinds.py).
+NAMESPACED_KINDS = kinds.namespaced_kinds(kinds.Role.OBJECT)
 
 
 class CacheError(Exception):

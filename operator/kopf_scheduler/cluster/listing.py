@@ -12,21 +12,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import POD_FIELD_SELECTOR
 from kopf_scheduler.cluster.client import ApiClient
 from kopf_scheduler.cluster.connection import load_credentials
+from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
 from kopf_scheduler.cluster.informer import ResourceKind
-from kopf_scheduler.cluster.operator import OBJECT_KINDS, OPTIONAL_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH
 from kopf_scheduler.config.profile import ProfileError
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.profiles import load_profile
 
 __all__ = ["ClusterListing", "list_cluster"]
 
+# What the operator's informers hold, from the registry of kinds (not from the operator: no Kopf here).
 _KINDS: tuple[ResourceKind, ...] = (
-    ResourceKind("Node", "/api/v1/nodes"),
-    ResourceKind("Pod", "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR}),
-    *OBJECT_KINDS,
+    ResourceKind("Node", kinds.by_name("Node").path),
+    ResourceKind("Pod", kinds.by_name("Pod").path, {"fieldSelector": POD_FIELD_SELECTOR}),
+    *(ResourceKind(k.kind, k.path) for k in kinds.OBJECT_KINDS),
 )
+_OPTIONAL_KINDS = tuple(ResourceKind(k.kind, k.path) for k in kinds.OPTIONAL_KINDS)
+_PROFILES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 
 
 @dataclass
@@ -72,14 +77,14 @@ async def list_cluster(kubeconfig: str | None = None, context: str | None = None
         for resource in _KINDS:
             for item in await _list(api, resource):
                 listing.documents.append((f"cluster: {resource.kind}", item))
-        for _, _, resource in OPTIONAL_KINDS:  # PodGroups, where the apiserver serves them
+        for resource in _OPTIONAL_KINDS:  # PodGroups, where the apiserver serves them
             try:
                 items = await _list(api, resource)
             except NotFound:
                 continue
             listing.documents.extend((f"cluster: {resource.kind}", item) for item in items)
         try:
-            profiles = await _list(api, ResourceKind("SchedulerProfile", PROFILES_PATH))
+            profiles = await _list(api, ResourceKind("SchedulerProfile", _PROFILES_PATH))
         except NotFound:
             profiles = []
             listing.notes.append("no SchedulerProfile CRD: the default profile only")

@@ -25,6 +25,8 @@ from typing import Any
 
 import kopf
 
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import POD_FIELD_SELECTOR
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster import metrics
@@ -47,43 +49,12 @@ logger = logging.getLogger(__name__)
 
 PROFILES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 INVALID_REPORTED_MAX = 4096
-# Terminal pods hold no resources: kube-scheduler's pod informer excludes them the same way.
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-
-# Kinds the plugins read through handle.objects, with their collection paths.
-OBJECT_KINDS: tuple[ResourceKind, ...] = (
-    ResourceKind("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
-    ResourceKind("PersistentVolume", "/api/v1/persistentvolumes"),
-    ResourceKind("StorageClass", "/apis/storage.k8s.io/v1/storageclasses"),
-    ResourceKind("CSINode", "/apis/storage.k8s.io/v1/csinodes"),
-    # NodeVolumeLimits (driver opt-in check, attachments counted) and VolumeBinding (capacity).
-    ResourceKind("CSIDriver", "/apis/storage.k8s.io/v1/csidrivers"),
-    ResourceKind("VolumeAttachment", "/apis/storage.k8s.io/v1/volumeattachments"),
-    ResourceKind("CSIStorageCapacity", "/apis/storage.k8s.io/v1/csistoragecapacities"),
-    ResourceKind("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
-    ResourceKind("Namespace", "/api/v1/namespaces"),
-    ResourceKind("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
-    # PodTopologySpread's system-default constraints select by the pod's Services and its controlling
-    # ReplicationController/ReplicaSet/StatefulSet, as the reference's informers feed it.
-    ResourceKind("Service", "/api/v1/services"),
-    ResourceKind("ReplicationController", "/api/v1/replicationcontrollers"),
-    ResourceKind("ReplicaSet", "/apis/apps/v1/replicasets"),
-    ResourceKind("StatefulSet", "/apis/apps/v1/statefulsets"),
-    # DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
-    ResourceKind("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims"),
-    ResourceKind("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices"),
-    ResourceKind("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses"),
-    ResourceKind("DeviceTaintRule", "/apis/resource.k8s.io/v1/devicetaintrules"),
-)
-
-# Kinds of APIs a cluster may not serve: informed only when discovery lists them. PodGroups are
-# served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
-OPTIONAL_KINDS: tuple[tuple[str, str, ResourceKind], ...] = (
-    (
-        "/apis/scheduling.k8s.io/v1beta1",
-        "podgroups",
-        ResourceKind("PodGroup", "/apis/scheduling.k8s.io/v1beta1/podgroups"),
-    ),
+# What the informers list and watch, from the registry of kinds (api/kinds.py).
+OBJECT_KINDS: tuple[ResourceKind, ...] = tuple(ResourceKind(k.kind, k.path) for k in kinds.OBJECT_KINDS)
+# Kinds of APIs a cluster may not serve: informed only when discovery lists them (PodGroups).
+# Each is (group/version discovery path, plural, what to inform).
+OPTIONAL_KINDS: tuple[tuple[str, str, ResourceKind], ...] = tuple(
+    (k.api_path, k.plural, ResourceKind(k.kind, k.path)) for k in kinds.OPTIONAL_KINDS
 )
 
 
@@ -254,7 +225,7 @@ class SchedulerRuntime:
         metrics.LEADER.set_function(lambda: 1.0 if self.leader.is_leading() else 0.0)
         self.pods: Informer[Pod] = Informer(
             self.api,
-            ResourceKind("Pod", "/api/v1/pods", {"fieldSelector": POD_FIELD_SELECTOR}),
+            ResourceKind("Pod", kinds.by_name("Pod").path, {"fieldSelector": POD_FIELD_SELECTOR}),
             InformerHandlers(
                 parse=parse_pod,
                 add=self.handlers.add_pod,
@@ -265,7 +236,7 @@ class SchedulerRuntime:
         )
         self.nodes: Informer[Node] = Informer(
             self.api,
-            ResourceKind("Node", "/api/v1/nodes"),
+            ResourceKind("Node", kinds.by_name("Node").path),
             InformerHandlers(
                 parse=parse_node,
                 add=self.handlers.add_node,

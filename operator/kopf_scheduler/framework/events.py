@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kopf_scheduler.api import kinds
+
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Node, Pod
 
@@ -148,25 +150,14 @@ WILDCARD_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL)
 # Any pod releasing resources (matched against, never emitted).
 POD_SCALE_DOWN = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_SCALE_DOWN)
 
-# Kinds whose changes may make pods schedulable; other stored kinds (Namespace, PriorityClass)
+# Kinds whose changes may make pods schedulable (api/kinds.py); other stored kinds (Namespace, PriorityClass)
 # only feed handle.objects.
 OBJECT_EVENT_RESOURCES: Mapping[str, EventResource] = {
-    "PersistentVolumeClaim": EventResource.PVC,
-    "PersistentVolume": EventResource.PV,
-    "StorageClass": EventResource.STORAGE_CLASS,
-    "CSINode": EventResource.CSI_NODE,
-    "VolumeAttachment": EventResource.VOLUME_ATTACHMENT,
-    "CSIDriver": EventResource.CSI_DRIVER,
-    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
-    "PodDisruptionBudget": EventResource.PDB,
-    "ResourceClaim": EventResource.RESOURCE_CLAIM,
-    "ResourceSlice": EventResource.RESOURCE_SLICE,
-    "DeviceClass": EventResource.DEVICE_CLASS,
-    # The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
-    # ResourceSlices it selects; the plugin hears it as that.
-    "DeviceTaintRule": EventResource.RESOURCE_SLICE,
-    "PodGroup": EventResource.POD_GROUP,
+    k.kind: EventResource(k.event)
+    for k in kinds.KINDS
+    if k.role is kinds.Role.OBJECT and k.event is not None
 }
+
 
 def object_event(kind: str, action: ActionType) -> ClusterEvent | None:
     """The event for an add/update/delete of another kind, None for kinds no plugin watches."""

@@ -41,6 +41,7 @@ from typing import Any
 import psutil
 
 import kopf_scheduler
+from kopf_scheduler.api import kinds
 from kopf_scheduler_workbench.bench import report
 from kopf_scheduler_workbench.bench.measure import (
     Api,
@@ -186,16 +187,9 @@ def _machine_busy() -> float:
     return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
 
 
-_COLLECTIONS = {
-    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
-    "ResourceSlice": "/apis/resource.k8s.io/v1/resourceslices",
-    "ResourceClaim": "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims",
-    "PodGroup": "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups",
-}
-
-
 def _object_path(body: Mapping[str, Any]) -> str:
-    return _COLLECTIONS[body["kind"]].format(namespace=body["metadata"].get("namespace", ""))
+    """Where to create ``body`` (api/kinds.py knows where each kind is served)."""
+    return kinds.by_name(str(body["kind"])).collection(body["metadata"].get("namespace", ""))
 
 
 def _pods_path(body: Mapping[str, Any]) -> str:

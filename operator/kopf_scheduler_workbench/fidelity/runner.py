@@ -41,6 +41,7 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler_workbench.bench.measure import Api
 from kopf_scheduler_workbench.bench.runner import ROOT, SCHEDULERS, scheduler_command
 from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
@@ -63,23 +64,6 @@ Obj = dict[str, Any]
 PLACED = "fidelity-placed"  # schedulerName of pods the runner binds itself (no scheduler owns it)
 MERGE = "application/merge-patch+json"
 
-_COLLECTIONS: dict[str, tuple[str, bool]] = {  # kind -> (collection path, namespaced)
-    "Namespace": ("/api/v1/namespaces", False),
-    "Node": ("/api/v1/nodes", False),
-    "Pod": ("/api/v1/namespaces/{ns}/pods", True),
-    "PersistentVolume": ("/api/v1/persistentvolumes", False),
-    "PersistentVolumeClaim": ("/api/v1/namespaces/{ns}/persistentvolumeclaims", True),
-    "Service": ("/api/v1/namespaces/{ns}/services", True),
-    "StorageClass": ("/apis/storage.k8s.io/v1/storageclasses", False),
-    "CSINode": ("/apis/storage.k8s.io/v1/csinodes", False),
-    "PodDisruptionBudget": ("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", True),
-    "ReplicaSet": ("/apis/apps/v1/namespaces/{ns}/replicasets", True),
-    "PriorityClass": ("/apis/scheduling.k8s.io/v1/priorityclasses", False),
-    "RuntimeClass": ("/apis/node.k8s.io/v1/runtimeclasses", False),
-    "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
-    "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
-    "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True),
-}
 # What simulate's handle.objects holds, keyed as ``load_documents`` keys it; Services and
 # ReplicaSets feed PodTopologySpread's system-default selector.
 _SIM_KINDS = (
@@ -104,8 +88,8 @@ def _scenario_prefix(body: Mapping[str, Any]) -> str:
 
 
 def collection(obj: Mapping[str, Any]) -> str:
-    path, namespaced = _COLLECTIONS[str(obj["kind"])]
-    return path.format(ns=obj["metadata"].get("namespace", "default")) if namespaced else path
+    """Where to create ``obj`` (api/kinds.py knows where each kind is served)."""
+    return kinds.by_name(str(obj["kind"])).collection(obj["metadata"].get("namespace", "default"))
 
 
 def item_path(obj: Mapping[str, Any]) -> str:
@@ -444,19 +428,14 @@ class Driver:
         nodes = await self.api.request("GET", f"/api/v1/nodes?{urlencode({'labelSelector': f'{LABEL}=1'})}")
         objects: dict[str, dict[str, Any]] = {}
         for kind in _SIM_KINDS:
-            path, namespaced = _COLLECTIONS[kind]
-            path = path.replace("/namespaces/{ns}", "") if namespaced else path
-            listing = await self.api.request("GET", path)
+            registered = kinds.by_name(kind)
+            listing = await self.api.request("GET", registered.path)
             for item in listing.get("items") or []:
                 meta = item["metadata"]
                 if meta.get("deletionTimestamp"):
                     continue
                 item = {"kind": kind, **item}
-                key = (
-                    f"{meta.get('namespace') or 'default'}/{meta['name']}"
-                    if namespaced
-                    else str(meta["name"])
-                )
+                key = registered.key(meta)
                 objects.setdefault(kind, {})[key] = item
         return {"nodes": list(nodes.get("items") or []), "objects": objects}
 

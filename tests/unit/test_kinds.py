@@ -1,0 +1,72 @@
+"""The one registry of kinds (api/kinds.py) and the tables every reader derives from it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from kopf_scheduler import simulate
+from kopf_scheduler.api import kinds
+from kopf_scheduler.cache.cache import object_key
+from kopf_scheduler.cluster import operator
+from kopf_scheduler.framework.events import OBJECT_EVENT_RESOURCES, ActionType, EventResource, object_event
+
+
+def test_paths_follow_group_version_and_scope() -> None:
+    pvc = kinds.by_name("PersistentVolumeClaim")
+    assert pvc.path == "/api/v1/persistentvolumeclaims"
+    assert pvc.collection("team-a") == "/api/v1/namespaces/team-a/persistentvolumeclaims"
+    assert pvc.group_version == "v1"
+    group = kinds.by_name("PodGroup")
+    assert group.api_path == "/apis/scheduling.k8s.io/v1beta1"
+    assert group.collection("team-a") == "/apis/scheduling.k8s.io/v1beta1/namespaces/team-a/podgroups"
+    assert group.group_version == "scheduling.k8s.io/v1beta1"
+    sc = kinds.by_name("StorageClass")
+    assert sc.collection("team-a") == sc.path == "/apis/storage.k8s.io/v1/storageclasses"
+
+
+def test_every_informed_kind_is_unique_and_served_once() -> None:
+    names = [k.kind for k in kinds.KINDS]
+    assert len(names) == len(set(names))
+    assert len({k.path for k in kinds.KINDS}) == len(kinds.KINDS)
+
+
+def test_the_operator_informs_the_registry() -> None:
+    assert [r.kind for r in operator.OBJECT_KINDS] == [k.kind for k in kinds.OBJECT_KINDS]
+    assert [(p, plural, r.path) for p, plural, r in operator.OPTIONAL_KINDS] == [
+        ("/apis/scheduling.k8s.io/v1beta1", "podgroups", "/apis/scheduling.k8s.io/v1beta1/podgroups")
+    ]
+
+
+def test_cache_and_simulate_key_objects_alike() -> None:
+    """A namespaced kind is ``ns/name`` in the live cache and in simulate, PodGroups included."""
+    for kind in (*kinds.OBJECT_KINDS, *kinds.OPTIONAL_KINDS):
+        raw = {"metadata": {"name": "x", "namespace": "team-a"}}
+        want = "team-a/x" if kind.namespaced else "x"
+        assert object_key(kind.kind, raw) == kind.key(raw["metadata"]) == want, kind.kind
+        assert (kind.kind in simulate.NAMESPACED) is kind.namespaced
+        assert kind.kind in simulate.NAMESPACED | simulate.CLUSTER_SCOPED
+
+
+def test_events_vocabulary_comes_from_the_registry() -> None:
+    assert OBJECT_EVENT_RESOURCES["DeviceTaintRule"] is EventResource.RESOURCE_SLICE
+    event = object_event("CSINode", ActionType.ADD)
+    assert event is not None and event.label == "storage.k8s.io/CSINodeAdd"
+    assert object_event("Namespace", ActionType.ADD) is None
+    heard = {k.kind for k in kinds.KINDS if k.role is kinds.Role.OBJECT and k.event}
+    assert set(OBJECT_EVENT_RESOURCES) == heard
+
+
+def test_the_live_listing_does_not_load_the_operator() -> None:
+    """``explain NS/POD`` lists the cluster through cluster/listing.py, which reads the registry, not
+    the operator (its ``@kopf.on`` handlers, peering, serving). Kopf itself still comes in through
+    cluster/connection.py's credentials (``kopf.ConnectionInfo``)."""
+    code = (
+        "import json, sys, kopf_scheduler.cluster.listing\n"
+        "print(json.dumps([m for m in sys.modules if m.startswith('kopf_scheduler.cluster.')]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(json.loads(out))
+    assert "kopf_scheduler.cluster.listing" in loaded
+    assert not loaded & {"kopf_scheduler.cluster.operator", "kopf_scheduler.cluster.leader"}
