@@ -320,3 +320,15 @@ def test_sigterm_mid_burst_hands_over_without_overlap(pair: Pair) -> None:
     assert exit_code == 0, pair.a.logs()
     report = check(fetch_state(str(plane.kubeconfig)), namespaces=[ns])
     assert report.ok, report.summary()
+
+
+def test_sigterm_of_the_standby_exits_at_once_and_leaves_the_leader_alone(pair: Pair) -> None:
+    """A standby has nothing to drain: it exits 0 within a few seconds; the leader keeps leading."""
+    started = time.monotonic()
+    pair.b.proc.send_signal(signal.SIGTERM)
+    code = pair.b.proc.wait(30)
+    took = time.monotonic() - started
+    print(f"standby exited {code} {took:.1f}s after SIGTERM")
+    assert code == 0 and took < 6, (code, took, pair.b.logs())
+    pair.watch(3)
+    assert _leading(pair.a)

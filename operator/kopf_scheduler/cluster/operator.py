@@ -455,6 +455,8 @@ class SchedulerRuntime:
                 await self.resync_profiles()  # what changed while we stood by (or the apiserver was away)
             except ApiError as exc:
                 logger.warning("Listing SchedulerProfiles failed (%s); scheduling with the ones known", exc)
+            if self._stopping:  # SIGTERM during the listing: Scheduler.run() would clear its stop flag
+                return
             run = asyncio.ensure_future(self.scheduler.run())
             lost = asyncio.ensure_future(self.leader.standby.wait())
             await asyncio.wait({run, lost}, return_when=asyncio.FIRST_COMPLETED)
@@ -478,7 +480,7 @@ class SchedulerRuntime:
         self._stopping = True
         self.scheduler.stop()
         scheduling = self._tasks.get("scheduling")
-        if scheduling is not None:
+        if scheduling is not None and self.leader.leading.is_set():  # a standby has nothing to drain
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(scheduling), drain_timeout)
         with contextlib.suppress(Exception):
