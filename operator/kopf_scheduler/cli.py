@@ -22,7 +22,7 @@ __all__ = ["kubectl_plugin", "main"]
 
 _COMMANDS = {
     "run": ("kopf_scheduler.cluster.run", "run the scheduler against a cluster (kubeconfig or in-cluster)"),
-    "simulate": ("kopf_scheduler.simulate", "offline what-if scheduling of YAML/JSON objects"),
+    "simulate": ("kopf_scheduler.simulatetool", "offline what-if scheduling of YAML/JSON objects"),
     "explain": ("kopf_scheduler.explain.command", "why a pod is (not) scheduled: per node and plugin, live"),
     "playground": ("kopf_scheduler_workbench.playground", "start a local control plane and schedule a demo"),
     "controlplane": (

@@ -1,4 +1,4 @@
-"""``kopf-scheduler simulate``: offline what-if scheduling of YAML/JSON objects.
+"""Offline what-if scheduling of YAML/JSON objects (the engine of ``kopf-scheduler simulate``).
 
 The same engine as in the cluster (cache, queue, profiles, plugins, scheduler) runs over the
 objects in the files with an in-memory ClusterClient: Nodes and bound Pods (``spec.nodeName``)
@@ -12,12 +12,11 @@ retry the real scheduler would give it once the victims are gone.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import json
 import random
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,17 +29,19 @@ from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config import features
 from kopf_scheduler.config import kubescheduler as ks
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, ProfileError, SchedulerProfileSpec
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.profiles import load_profile, profiles_from_config
+from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.simulate_admission import Admission, AdmissionError
 
 __all__ = [
     "PodOutcome",
     "SimulationError",
-    "add_arguments",
+    "add_feature_gates_argument",
     "documents_to_inputs",
+    "feature_gates",
     "load_documents",
     "restrict_profiles",
-    "run",
     "simulate",
 ]
 
@@ -289,9 +290,6 @@ def _doc_name(doc: Mapping[str, Any]) -> str:
 
 async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     """Schedule the pending pods once each, in queue order; outcomes in input order."""
-    from kopf_scheduler.engine import new_engine
-    from kopf_scheduler.memory_client import MemoryClusterClient
-
     client = MemoryClusterClient(objects=inputs.objects)
     engine = new_engine(
         client,
@@ -394,41 +392,6 @@ def _split(victims: Sequence[str], starts: Sequence[int]) -> list[list[str]]:
     return [list(victims[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
 
 
-def _table(outcomes: Iterable[PodOutcome]) -> str:
-    """POD NODE MESSAGE; NOMINATED and VICTIMS columns appear when some pod preempted, DEVICES when
-    some pod has ResourceClaims."""
-    outcomes = list(outcomes)
-    preempting = any(o.nominated_node or o.victims for o in outcomes)
-    devices = any(o.allocations is not None for o in outcomes)
-    header = [
-        "POD",
-        "NODE",
-        *(["NOMINATED", "VICTIMS"] if preempting else []),
-        *(["DEVICES"] if devices else []),
-    ]
-    header.append("MESSAGE")
-    rows = [header]
-    for o in outcomes:
-        row = [f"{o.namespace}/{o.name}", o.node or "<none>"]
-        if preempting:
-            row += [o.nominated_node or "<none>", ",".join(o.victims) or "<none>"]
-        if devices:
-            row.append(",".join(d for ds in (o.allocations or {}).values() for d in ds) or "<none>")
-        rows.append([*row, o.message])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join([*(f"{c:<{w}}" for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip() for r in rows
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", metavar="FILE", help="YAML/JSON files ('-' for stdin)")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    parser.add_argument("--seed", type=int, default=None, help="seed for the tie-breaking random choice")
-    add_feature_gates_argument(parser)
-    _add_explain_arguments(parser)
-
-
 def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--feature-gates",
@@ -441,57 +404,6 @@ def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
 def feature_gates(args: argparse.Namespace) -> features.FeatureGates:
     """``--feature-gates`` as given (features.FeatureGateError if the reference would refuse them)."""
     return features.FeatureGates.parse(getattr(args, "feature_gates", None) or [])
-
-
-def _add_explain_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--explain`` and ``--from-cluster`` (see kopf_scheduler.explain.command)."""
-    from kopf_scheduler.explain.command import add_explain_view_arguments
-
-    parser.add_argument("--explain", metavar="NAMESPACE/POD", default=None, help="explain this pod per node")
-    parser.add_argument(
-        "--from-cluster",
-        action="store_true",
-        help="snapshot the live cluster (read-only); FILEs are extra objects overlaid on it",
-    )
-    parser.add_argument("--kubeconfig", default=None, help="with --from-cluster")
-    parser.add_argument("--context", default=None, help="with --from-cluster")
-    add_explain_view_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        gates = feature_gates(args)
-    except features.FeatureGateError as exc:
-        print(f"error: --feature-gates: {exc}", file=sys.stderr)
-        return 2
-    with features.using(gates):  # profiles are defaulted and plugins built under them
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    if getattr(args, "from_cluster", False) or getattr(args, "explain", None):
-        from kopf_scheduler.explain import command
-
-        if args.from_cluster:
-            return command.run_from_cluster(args)
-        if not args.files:
-            print("error: FILE required (or --from-cluster)", file=sys.stderr)
-            return 2
-        return command.run_simulate_explain(args)
-    if not args.files:
-        print("error: FILE required (or --from-cluster)", file=sys.stderr)
-        return 2
-    try:
-        inputs = load_documents(args.files)
-    except SimulationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    outcomes = asyncio.run(simulate(inputs, args.seed))
-    if args.output == "json":
-        print(json.dumps({"pods": [dataclass_dict(o) for o in outcomes]}, indent=2))
-    else:
-        print(_table(outcomes))
-    return 0
 
 
 def dataclass_dict(o: PodOutcome) -> dict[str, Any]:

@@ -26,6 +26,14 @@ PROBES: dict[str, tuple[str, str]] = {
     "The house:": ("kopf_scheduler_workbench/processes.py", "import kopf_scheduler.cli"),
     "The product never imports the workbench": ("kopf_scheduler/cli.py", "import kopf_scheduler_workbench"),
     "simulate and explain are offline": ("kopf_scheduler/simulate.py", "import kopf"),
+    "simulate's command > explain > simulate": (
+        "kopf_scheduler/simulate.py",
+        "import kopf_scheduler.explain.render",
+    ),
+    "config is the profile model": (
+        "kopf_scheduler/config/profile.py",
+        "import kopf_scheduler.framework.profiles",
+    ),
     "The edge does not import the offline rooms": (
         "kopf_scheduler/cluster/run.py",
         "import kopf_scheduler.simulate",
@@ -110,3 +118,17 @@ print("LOADED", bad, file=sys.stderr)
     )
     assert "LOADED []" in out.stderr, out.stderr[-3000:]
     assert out.stdout  # simulate answered
+
+
+def test_the_closed_circles_stay_closed_under_type_checking_too() -> None:
+    """lint-imports leaves out ``if TYPE_CHECKING:`` imports (pyproject: exclude_type_checking_imports),
+    which is where config -> framework hid; grimp with them counted finds no way back either."""
+    import grimp
+
+    graph = grimp.build_graph("kopf_scheduler", exclude_type_checking_imports=False, cache_dir=None)
+    for importer, imported in (
+        ("kopf_scheduler.config", "kopf_scheduler.framework"),
+        ("kopf_scheduler.simulate", "kopf_scheduler.explain"),
+    ):
+        chain = graph.find_shortest_chain(importer, imported, as_packages=True)
+        assert chain is None, f"{importer} reaches {imported}: {' -> '.join(chain or ())}"

@@ -4,22 +4,20 @@ A profile spec is what a ``SchedulerProfile`` custom resource carries. ``parse_p
 and merges it into the default plugin set exactly as the reference's v1 defaulting does
 (``mergePlugins``: custom entries replace defaults in place, ``"*"`` disables all defaults at a
 point). Resolving it against the plugin registry is framework construction and lives in
-``framework/profiles.py`` (``load_profile``). Pure data: nothing here imports the framework.
+``framework/profiles.py`` (``load_profile``). Pure data: nothing here imports the framework
+(``ResolvedPlugins``, what it derives, is declared here for that reason).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from kopf_scheduler.config import features
-
-if TYPE_CHECKING:
-    from kopf_scheduler.framework.profiles import ResolvedPlugins
-
 
 __all__ = [
     "DEFAULT_MULTI_POINT",
@@ -30,6 +28,7 @@ __all__ = [
     "PluginSet",
     "Plugins",
     "ProfileError",
+    "ResolvedPlugins",
     "SchedulerProfileSpec",
     "location",
     "merge_plugins",
@@ -188,6 +187,29 @@ class PluginConfig(_Model):
     )
 
 
+@dataclass(slots=True)
+class ResolvedPlugins:
+    """What ``NewFramework`` derives from a profile, computed once at validation.
+
+    Computed by ``framework.profiles.resolve_plugins``; declared here, as plain data (plugin classes
+    only as ``type``), so the profile model can carry it and ``config`` never imports the framework
+    (the reference's ``apis/config`` holds typed plugin args the same way).
+    """
+
+    points: dict[str, list[str]]  # extension point -> plugin names in run order
+    weights: dict[str, int]  # Score plugin -> weight
+    args: dict[str, Any]  # plugin -> validated Args model instance (or None)
+    classes: dict[str, type] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for names in self.points.values():
+            for n in names:
+                seen[n] = None
+        return list(seen)
+
+
 class SchedulerProfileSpec(_Model):
     """One profile (``KubeSchedulerProfile``) plus our per-profile queue backoff settings."""
 
@@ -226,8 +248,8 @@ class SchedulerProfileSpec(_Model):
         description="Arguments per plugin; a plugin without an entry uses its default arguments.",
     )
 
-    # Set by framework.profiles.load_profile (a ResolvedPlugins); config knows no plugin classes.
-    _resolved: Any = PrivateAttr(default=None)
+    # Set by framework.profiles.load_profile; config imports no plugin class.
+    _resolved: ResolvedPlugins | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _backoff_order(self) -> SchedulerProfileSpec:
@@ -240,7 +262,7 @@ class SchedulerProfileSpec(_Model):
     @property
     def resolved(self) -> ResolvedPlugins | None:
         """Set by ``framework.profiles.load_profile``: plugins per extension point, weights, args."""
-        return cast("ResolvedPlugins | None", self._resolved)
+        return self._resolved
 
     def set_resolved(self, resolved: ResolvedPlugins) -> None:
         self._resolved = resolved

@@ -16,10 +16,12 @@ from typing import Any
 from kopf_scheduler.config import features
 from kopf_scheduler.explain.engine import ExplainError, explain
 from kopf_scheduler.explain.render import to_json, to_table
+from kopf_scheduler.explain.whatif import overlay, what_if
 from kopf_scheduler.simulate import (
     Inputs,
     SimulationError,
     add_feature_gates_argument,
+    dataclass_dict,
     documents_to_inputs,
     feature_gates,
     load_documents,
@@ -92,8 +94,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_live(args: argparse.Namespace) -> int:
-    from kopf_scheduler.explain.whatif import overlay
-
     try:
         extra = load_documents([args.config]) if getattr(args, "config", None) else None
     except SimulationError as exc:
@@ -123,8 +123,6 @@ def run_simulate_explain(args: argparse.Namespace) -> int:
 
 
 def _placements_json(placements: list[Any]) -> dict[str, Any]:
-    from kopf_scheduler.simulate import dataclass_dict
-
     return {
         "pods": [
             {
@@ -160,8 +158,6 @@ def _placements_table(placements: list[Any]) -> str:
 
 def run_from_cluster(args: argparse.Namespace) -> int:
     """``simulate --from-cluster [EXTRA...]``: the live snapshot with the extra objects overlaid."""
-    from kopf_scheduler.explain.whatif import overlay, what_if
-
     try:
         extra = load_documents(args.files) if args.files else Inputs()
     except SimulationError as exc:

@@ -22,15 +22,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kopf_scheduler.engine import new_engine
+from kopf_scheduler.explain.obstacles import obstacles
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.interface import Code, CycleState, Status, is_success
 from kopf_scheduler.framework.runtime import FrameworkError
+from kopf_scheduler.memory_client import MemoryClusterClient
+from kopf_scheduler.simulate import Inputs, restrict_profiles
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.runtime import Framework
     from kopf_scheduler.scheduler import Scheduler
-    from kopf_scheduler.simulate import Inputs
 
 __all__ = [
     "ExplainError",
@@ -107,10 +110,6 @@ class World:
     """
 
     def __init__(self, inputs: Inputs, exclude: frozenset[str] = frozenset()) -> None:
-        from kopf_scheduler.engine import new_engine
-        from kopf_scheduler.memory_client import MemoryClusterClient
-        from kopf_scheduler.simulate import restrict_profiles
-
         self.inputs = inputs
         # Never written to: nothing here binds, reports or evicts.
         client = MemoryClusterClient(objects=inputs.objects)
@@ -258,8 +257,6 @@ def _per_plugin_filters(
     sched: Scheduler,
 ) -> None:
     """Every Filter plugin's verdict per node, and the status the scheduler reports for rejected ones."""
-    from kopf_scheduler.explain.obstacles import obstacles
-
     statuses = diagnosis.node_to_status
     prefilter_rejected = bool(diagnosis.pre_filter_msg)
     for name, n in nodes.items():

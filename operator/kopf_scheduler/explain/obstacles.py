@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kopf_scheduler.plugins.node_resources_fit import fits_request
+from kopf_scheduler.plugins.taint_toleration import find_untolerated_taint
+
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.interface import Status
@@ -46,8 +49,6 @@ def _amount(resource: str, value: int) -> str:
 
 
 def _resources(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
-    from kopf_scheduler.plugins.node_resources_fit import fits_request
-
     plugin = fw.plugins.get("NodeResourcesFit")
     ignored: frozenset[str] = getattr(plugin, "ignored", frozenset())
     groups: frozenset[str] = getattr(plugin, "ignored_groups", frozenset())
@@ -79,8 +80,6 @@ def _resources(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple
 
 
 def _taints(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
-    from kopf_scheduler.plugins.taint_toleration import find_untolerated_taint
-
     node = info.node
     taint = find_untolerated_taint(node.taints, pod.tolerations) if node is not None else None
     if taint is None:

@@ -9,7 +9,6 @@ simulate and explain use.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +20,7 @@ from kopf_scheduler.config.profile import (
     MAX_NODE_SCORE,
     MAX_TOTAL_SCORE,
     ProfileError,
+    ResolvedPlugins,
     SchedulerProfileSpec,
     location,
     merge_plugins,
@@ -36,24 +36,6 @@ __all__ = [
     "profiles_from_config",
     "resolve_plugins",
 ]
-
-
-@dataclass(slots=True)
-class ResolvedPlugins:
-    """What ``NewFramework`` derives from a profile, computed once at validation."""
-
-    points: dict[str, list[str]]  # extension point -> plugin names in run order
-    weights: dict[str, int]  # Score plugin -> weight
-    args: dict[str, Any]  # plugin -> validated Args model instance (or None)
-    classes: dict[str, type] = field(default_factory=dict)
-
-    @property
-    def names(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for names in self.points.values():
-            for n in names:
-                seen[n] = None
-        return list(seen)
 
 
 def _implements(cls: type, point: str) -> bool:
