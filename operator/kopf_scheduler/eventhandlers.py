@@ -192,9 +192,9 @@ class EventHandlers:
         except CacheError:
             log.warning("node %s was not in the cache", node.name)
 
-    # -- other objects --
+    # -- other objects: each the kind's typed view (api/kinds.py), parsed at the edge --
 
-    def add_object(self, kind: str, raw: Mapping[str, Any]) -> None:
+    def add_object(self, kind: str, raw: Any) -> None:
         self.cache.add_object(kind, raw)
         if kind == POD_GROUP_KIND:
             self._set_pod_group(raw)
@@ -202,7 +202,7 @@ class EventHandlers:
         if event is not None:
             self.queue.move_all_to_active_or_backoff(event, None, raw)
 
-    def update_object(self, kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    def update_object(self, kind: str, old: Any, new: Any) -> None:
         self.cache.update_object(kind, new)
         if kind == POD_GROUP_KIND:
             self._set_pod_group(new)
@@ -219,7 +219,7 @@ class EventHandlers:
             return
         self.cache.pod_groups.set_group(group)
 
-    def delete_object(self, kind: str, raw: Mapping[str, Any]) -> None:
+    def delete_object(self, kind: str, raw: Any) -> None:
         self.cache.delete_object(kind, raw)
         if kind == POD_GROUP_KIND:
             meta = raw.get("metadata") or {}

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import pytest
+
 from kopf_scheduler import simulate
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cache.cache import object_key
 from kopf_scheduler.cluster import operator
 from kopf_scheduler.framework.events import OBJECT_EVENT_RESOURCES, ActionType, EventResource, object_event
@@ -70,3 +75,52 @@ def test_the_live_listing_does_not_load_the_operator() -> None:
     loaded = set(json.loads(out))
     assert "kopf_scheduler.cluster.listing" in loaded
     assert not loaded & {"kopf_scheduler.cluster.operator", "kopf_scheduler.cluster.leader"}
+
+
+def test_views_keyed_like_their_raw_objects() -> None:
+    """A typed view is keyed by its parsed metadata exactly as its raw dict is (cache, simulate)."""
+    from kopf_scheduler.api.meta import parse_meta
+
+    @dataclasses.dataclass(frozen=True)
+    class View:
+        metadata: ObjectMeta
+
+    for kind, raw_meta, want in (
+        (kinds.PERSISTENT_VOLUME_CLAIM, {"name": "c", "namespace": "ns"}, "ns/c"),
+        (kinds.PERSISTENT_VOLUME_CLAIM, {"name": "c"}, "default/c"),
+        (kinds.STORAGE_CLASS, {"name": "fast", "namespace": "ignored"}, "fast"),
+    ):
+        view = View(parse_meta(raw_meta))
+        assert kind.key_of(view) == kind.key_of({"metadata": raw_meta}) == want
+
+
+def test_parse_meta_reads_owners_and_deletion() -> None:
+    from kopf_scheduler.api.meta import parse_meta
+
+    meta = parse_meta(
+        {
+            "name": "rs-1",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": "7",
+            "generation": "3",
+            "labels": {"a": "b"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "u0", "controller": True}
+            ],
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+        }
+    )
+    assert (meta.generation, meta.resource_version, dict(meta.labels)) == (3, "7", {"a": "b"})
+    controller = meta.controller()
+    assert controller is not None and (controller.kind, controller.uid) == ("Deployment", "u0")
+    assert meta.deleting
+    assert not parse_meta({"name": "x"}).deleting
+    with pytest.raises(ObjectError, match=r"metadata\.labels\.a"):
+        parse_meta({"name": "x", "labels": {"a": 1}})
+
+
+def test_objects_of_reads_one_kind() -> None:
+    objects = {"StorageClass": {"fast": {"metadata": {"name": "fast"}}}}
+    assert dict(kinds.objects_of(objects, kinds.STORAGE_CLASS)) == objects["StorageClass"]
+    assert dict(kinds.objects_of(objects, kinds.CSI_NODE)) == {}

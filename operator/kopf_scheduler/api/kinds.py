@@ -11,18 +11,24 @@ offline rooms and the workbench may all read it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+from kopf_scheduler.api.meta import ObjectMeta
 
 __all__ = [
     "KINDS",
     "OBJECT_KINDS",
     "OPTIONAL_KINDS",
     "POD_FIELD_SELECTOR",
+    "HasMeta",
     "Kind",
+    "Raw",
     "Role",
     "by_name",
     "namespaced_kinds",
+    "objects_of",
 ]
 
 # Terminal pods hold no resources: kube-scheduler's pod informer excludes them the same way.
@@ -39,9 +45,33 @@ class Role(enum.Enum):
     WORKBENCH = "workbench"  # created by the workbench's scenarios only; the scheduler ignores it
 
 
+# A kind not (yet) given a typed view is stored as its raw dict.
+Raw = Mapping[str, Any]
+T = TypeVar("T")
+
+
+class HasMeta(Protocol):
+    """What every typed view carries (api/meta.py)."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+def _raw(raw: Raw) -> Raw:
+    return raw
+
+
+_RAW: Callable[[Raw], Any] = _raw
+
+
 @dataclass(frozen=True, slots=True)
-class Kind:
-    """One kind: where it is served, how its objects are keyed and which event its changes raise."""
+class Kind(Generic[T]):
+    """One kind: where it is served, how its objects are keyed and parsed, which event it raises.
+
+    ``parse`` turns the API's dict into the kind's typed, immutable view; it runs once, at the edge
+    (the informers, simulate's loader), and raises ObjectError for a malformed object. The views are
+    what ``handle.objects`` holds and what queueing hints see as old/new.
+    """
 
     kind: str
     group: str  # "" for the core group
@@ -54,6 +84,7 @@ class Kind:
     optional: bool = False
     # The EventResource (framework/events.py) a change raises; None: no plugin listens to it.
     event: str | None = None
+    parse: Callable[[Raw], T] = _RAW
 
     @property
     def group_version(self) -> str:
@@ -81,64 +112,114 @@ class Kind:
         name = str(metadata.get("name", ""))
         return f"{metadata.get('namespace') or 'default'}/{name}" if self.namespaced else name
 
+    def key_of(self, obj: object) -> str:
+        """The key of a stored object: a typed view (its ``metadata``) or a raw dict."""
+        if isinstance(obj, Mapping):
+            return self.key(obj.get("metadata") or {})
+        meta = cast(HasMeta, obj).metadata
+        if self.namespaced:
+            return f"{meta.namespace or 'default'}/{meta.name}"
+        return meta.name
+
 
 _STORAGE = "storage.k8s.io"
 _RESOURCE = "resource.k8s.io"
 _SCHEDULING = "scheduling.k8s.io"
 
-KINDS: tuple[Kind, ...] = (
-    Kind("Node", "", "v1", "nodes", False, Role.NODE, event="Node"),
-    Kind("Pod", "", "v1", "pods", True, Role.POD, event="Pod"),
-    # The kinds the plugins read through handle.objects, informed in this order.
-    Kind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, event="PersistentVolumeClaim"),
-    Kind("PersistentVolume", "", "v1", "persistentvolumes", False, event="PersistentVolume"),
-    Kind("StorageClass", _STORAGE, "v1", "storageclasses", False, event=f"{_STORAGE}/StorageClass"),
-    Kind("CSINode", _STORAGE, "v1", "csinodes", False, event=f"{_STORAGE}/CSINode"),
-    # NodeVolumeLimits (driver opt-in check, attachments counted) and VolumeBinding (capacity).
-    Kind("CSIDriver", _STORAGE, "v1", "csidrivers", False, event=f"{_STORAGE}/CSIDriver"),
-    Kind(
-        "VolumeAttachment", _STORAGE, "v1", "volumeattachments", False,
-        event=f"{_STORAGE}/VolumeAttachment",
-    ),
-    Kind(
-        "CSIStorageCapacity", _STORAGE, "v1", "csistoragecapacities", True,
-        event=f"{_STORAGE}/CSIStorageCapacity",
-    ),
-    Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, event="PodDisruptionBudget"),
-    # Namespace and PriorityClass only feed handle.objects: no event.
-    Kind("Namespace", "", "v1", "namespaces", False),
-    Kind("PriorityClass", _SCHEDULING, "v1", "priorityclasses", False),
-    # PodTopologySpread's system-default constraints select by the pod's Services and its controlling
-    # ReplicationController/ReplicaSet/StatefulSet, as the reference's informers feed it.
-    Kind("Service", "", "v1", "services", True),
-    Kind("ReplicationController", "", "v1", "replicationcontrollers", True),
-    Kind("ReplicaSet", "apps", "v1", "replicasets", True),
-    Kind("StatefulSet", "apps", "v1", "statefulsets", True),
-    # DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
-    Kind("ResourceClaim", _RESOURCE, "v1", "resourceclaims", True, event=f"{_RESOURCE}/ResourceClaim"),
-    Kind("ResourceSlice", _RESOURCE, "v1", "resourceslices", False, event=f"{_RESOURCE}/ResourceSlice"),
-    Kind("DeviceClass", _RESOURCE, "v1", "deviceclasses", False, event=f"{_RESOURCE}/DeviceClass"),
-    # The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
-    # ResourceSlices it selects; the plugin hears it as that.
-    Kind("DeviceTaintRule", _RESOURCE, "v1", "devicetaintrules", False, event=f"{_RESOURCE}/ResourceSlice"),
-    # Served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
-    Kind(
-        "PodGroup", _SCHEDULING, "v1beta1", "podgroups", True,
-        optional=True, event=f"{_SCHEDULING}/PodGroup",
-    ),
-    # simulate's admission turns a pod's template reference into its claim.
-    Kind("ResourceClaimTemplate", _RESOURCE, "v1", "resourceclaimtemplates", True, Role.INPUT),
-    Kind("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False, Role.WORKBENCH),
+# One constant a kind, typed by its view: ``objects_of(handle.objects, PERSISTENT_VOLUME_CLAIM)``.
+# A kind without ``parse=`` is still stored raw (``Kind[Raw]``).
+NODE: Kind[Raw] = Kind("Node", "", "v1", "nodes", False, Role.NODE, event="Node")
+POD: Kind[Raw] = Kind("Pod", "", "v1", "pods", True, Role.POD, event="Pod")
+# The kinds the plugins read through handle.objects, informed in this order.
+PERSISTENT_VOLUME_CLAIM: Kind[Raw] = Kind(
+    "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, event="PersistentVolumeClaim"
+)
+PERSISTENT_VOLUME: Kind[Raw] = Kind(
+    "PersistentVolume", "", "v1", "persistentvolumes", False, event="PersistentVolume"
+)
+STORAGE_CLASS: Kind[Raw] = Kind(
+    "StorageClass", _STORAGE, "v1", "storageclasses", False, event=f"{_STORAGE}/StorageClass"
+)
+CSI_NODE: Kind[Raw] = Kind("CSINode", _STORAGE, "v1", "csinodes", False, event=f"{_STORAGE}/CSINode")
+# NodeVolumeLimits (driver opt-in check, attachments counted) and VolumeBinding (capacity).
+CSI_DRIVER: Kind[Raw] = Kind("CSIDriver", _STORAGE, "v1", "csidrivers", False, event=f"{_STORAGE}/CSIDriver")
+VOLUME_ATTACHMENT: Kind[Raw] = Kind(
+    "VolumeAttachment", _STORAGE, "v1", "volumeattachments", False, event=f"{_STORAGE}/VolumeAttachment"
+)
+CSI_STORAGE_CAPACITY: Kind[Raw] = Kind(
+    "CSIStorageCapacity", _STORAGE, "v1", "csistoragecapacities", True, event=f"{_STORAGE}/CSIStorageCapacity"
+)
+POD_DISRUPTION_BUDGET: Kind[Raw] = Kind(
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, event="PodDisruptionBudget"
+)
+# Namespace and PriorityClass only feed handle.objects: no event.
+NAMESPACE: Kind[Raw] = Kind("Namespace", "", "v1", "namespaces", False)
+PRIORITY_CLASS: Kind[Raw] = Kind("PriorityClass", _SCHEDULING, "v1", "priorityclasses", False)
+# PodTopologySpread's system-default constraints select by the pod's Services and its controlling
+# ReplicationController/ReplicaSet/StatefulSet, as the reference's informers feed it.
+SERVICE: Kind[Raw] = Kind("Service", "", "v1", "services", True)
+REPLICATION_CONTROLLER: Kind[Raw] = Kind("ReplicationController", "", "v1", "replicationcontrollers", True)
+REPLICA_SET: Kind[Raw] = Kind("ReplicaSet", "apps", "v1", "replicasets", True)
+STATEFUL_SET: Kind[Raw] = Kind("StatefulSet", "apps", "v1", "statefulsets", True)
+# DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
+RESOURCE_CLAIM: Kind[Raw] = Kind(
+    "ResourceClaim", _RESOURCE, "v1", "resourceclaims", True, event=f"{_RESOURCE}/ResourceClaim"
+)
+RESOURCE_SLICE: Kind[Raw] = Kind(
+    "ResourceSlice", _RESOURCE, "v1", "resourceslices", False, event=f"{_RESOURCE}/ResourceSlice"
+)
+DEVICE_CLASS: Kind[Raw] = Kind(
+    "DeviceClass", _RESOURCE, "v1", "deviceclasses", False, event=f"{_RESOURCE}/DeviceClass"
+)
+# The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
+# ResourceSlices it selects; the plugin hears it as that.
+DEVICE_TAINT_RULE: Kind[Raw] = Kind(
+    "DeviceTaintRule", _RESOURCE, "v1", "devicetaintrules", False, event=f"{_RESOURCE}/ResourceSlice"
+)
+# Served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
+POD_GROUP: Kind[Raw] = Kind(
+    "PodGroup", _SCHEDULING, "v1beta1", "podgroups", True, optional=True, event=f"{_SCHEDULING}/PodGroup"
+)
+# simulate's admission turns a pod's template reference into its claim.
+RESOURCE_CLAIM_TEMPLATE: Kind[Raw] = Kind(
+    "ResourceClaimTemplate", _RESOURCE, "v1", "resourceclaimtemplates", True, Role.INPUT
+)
+RUNTIME_CLASS: Kind[Raw] = Kind("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False, Role.WORKBENCH)
+
+KINDS: tuple[Kind[Any], ...] = (
+    NODE,
+    POD,
+    PERSISTENT_VOLUME_CLAIM,
+    PERSISTENT_VOLUME,
+    STORAGE_CLASS,
+    CSI_NODE,
+    CSI_DRIVER,
+    VOLUME_ATTACHMENT,
+    CSI_STORAGE_CAPACITY,
+    POD_DISRUPTION_BUDGET,
+    NAMESPACE,
+    PRIORITY_CLASS,
+    SERVICE,
+    REPLICATION_CONTROLLER,
+    REPLICA_SET,
+    STATEFUL_SET,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
+    POD_GROUP,
+    RESOURCE_CLAIM_TEMPLATE,
+    RUNTIME_CLASS,
 )
 
-_BY_NAME: Mapping[str, Kind] = {k.kind: k for k in KINDS}
+_BY_NAME: Mapping[str, Kind[Any]] = {k.kind: k for k in KINDS}
 
 # Always informed into handle.objects, then the ones informed where discovery finds them.
-OBJECT_KINDS: tuple[Kind, ...] = tuple(k for k in KINDS if k.role is Role.OBJECT and not k.optional)
-OPTIONAL_KINDS: tuple[Kind, ...] = tuple(k for k in KINDS if k.role is Role.OBJECT and k.optional)
+OBJECT_KINDS: tuple[Kind[Any], ...] = tuple(k for k in KINDS if k.role is Role.OBJECT and not k.optional)
+OPTIONAL_KINDS: tuple[Kind[Any], ...] = tuple(k for k in KINDS if k.role is Role.OBJECT and k.optional)
 
 
-def by_name(kind: str) -> Kind:
+def by_name(kind: str) -> Kind[Any]:
     """The registered kind; KeyError for one the scheduler does not know."""
     return _BY_NAME[kind]
 
@@ -146,3 +227,15 @@ def by_name(kind: str) -> Kind:
 def namespaced_kinds(*roles: Role) -> frozenset[str]:
     """Names of the namespaced kinds with one of ``roles``."""
     return frozenset(k.kind for k in KINDS if k.namespaced and k.role in roles)
+
+
+_NONE: Mapping[str, Any] = {}
+
+
+def objects_of(objects: Mapping[str, Mapping[str, object]], kind: Kind[T]) -> Mapping[str, T]:
+    """The stored objects of ``kind`` (``handle.objects[kind]``), typed by its view: key -> view.
+
+    The one place the per-kind type of ``handle.objects`` is asserted; the edge stored what
+    ``kind.parse`` returned, so the cast holds by construction.
+    """
+    return cast("Mapping[str, T]", objects.get(kind.kind, _NONE))

@@ -25,7 +25,7 @@ from kopf_scheduler.cache.podgroups import PodGroupStates
 from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import ImageState, NodeInfo, next_generation
 
-__all__ = ["NAMESPACED_KINDS", "Cache", "CacheError", "NodeTree", "object_key", "zone_key"]
+__all__ = ["Cache", "CacheError", "NodeTree", "object_key", "zone_key"]
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +33,6 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
 LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
-
-# Keys of handle.objects: ``ns/name`` for these, ``name`` for the rest (api/kinds.py).
-NAMESPACED_KINDS = kinds.namespaced_kinds(kinds.Role.OBJECT)
 
 
 class CacheError(Exception):
@@ -51,13 +48,9 @@ def zone_key(labels: Mapping[str, str]) -> str:
     return f"{region}:\x00:{zone}"
 
 
-def object_key(kind: str, raw: Mapping[str, Any]) -> str:
+def object_key(kind: str, obj: object) -> str:
     """``ns/name`` for namespaced kinds, ``name`` for cluster-scoped ones (docs/design.md)."""
-    meta = raw.get("metadata") or {}
-    name = str(meta.get("name", ""))
-    if kind in NAMESPACED_KINDS:
-        return f"{meta.get('namespace') or 'default'}/{name}"
-    return name
+    return kinds.by_name(kind).key_of(obj)
 
 
 class NodeTree:
@@ -150,7 +143,7 @@ class Cache:
         self._images: dict[str, _ImageEntry] = {}
         self._node_images: dict[str, tuple[str, ...]] = {}
         self._snapshot_tree_version: weakref.WeakKeyDictionary[Snapshot, int] = weakref.WeakKeyDictionary()
-        self.objects: dict[str, dict[str, Mapping[str, Any]]] = {}
+        self.objects: dict[str, dict[str, Any]] = {}  # kind -> key -> typed view
         self.pod_groups = PodGroupStates(self.is_assumed)
 
     # -- nodes --
@@ -423,16 +416,17 @@ class Cache:
 
     # -- other objects (handle.objects) --
 
-    def add_object(self, kind: str, raw: Mapping[str, Any]) -> str:
-        key = object_key(kind, raw)
-        self.objects.setdefault(kind, {})[key] = raw
+    # ``obj`` is the kind's typed view (``kinds.Kind.parse``, run at the edge).
+    def add_object(self, kind: str, obj: Any) -> str:
+        key = object_key(kind, obj)
+        self.objects.setdefault(kind, {})[key] = obj
         return key
 
-    def update_object(self, kind: str, raw: Mapping[str, Any]) -> str:
-        return self.add_object(kind, raw)
+    def update_object(self, kind: str, obj: Any) -> str:
+        return self.add_object(kind, obj)
 
-    def delete_object(self, kind: str, raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return self.objects.get(kind, {}).pop(object_key(kind, raw), None)
+    def delete_object(self, kind: str, obj: Any) -> Any | None:
+        return self.objects.get(kind, {}).pop(object_key(kind, obj), None)
 
-    def get_object(self, kind: str, key: str) -> Mapping[str, Any] | None:
+    def get_object(self, kind: str, key: str) -> Any | None:
         return self.objects.get(kind, {}).get(key)

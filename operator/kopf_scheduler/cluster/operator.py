@@ -264,9 +264,11 @@ class SchedulerRuntime:
             return False
         return pod.scheduler_name in self.profiles
 
-    def _object_handlers(self, kind: str) -> InformerHandlers[Mapping[str, Any]]:
+    def _object_handlers(self, kind: str) -> InformerHandlers[Any]:
+        # Parsed once here, at the edge, into the kind's typed view (api/kinds.py); a malformed
+        # object is logged and skipped by the informer, as a malformed pod is.
         return InformerHandlers(
-            parse=lambda raw: raw,
+            parse=kinds.by_name(kind).parse,
             add=lambda raw: self.handlers.add_object(kind, raw),
             update=lambda old, new: self.handlers.update_object(kind, old, new),
             delete=lambda raw: self.handlers.delete_object(kind, raw),

@@ -1,0 +1,80 @@
+"""ObjectMeta, parsed once: what every typed view of a kind carries as ``metadata``.
+
+The typed views of the kinds the plugins read (storage, DRA, policy, workloads...) are frozen
+dataclasses parsed at the edge (the informers, simulate's loader), like Pod and Node; their common
+part is this, so that keys, owner checks and label selection read the same fields everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopf_scheduler.api.types import as_int, as_list, as_mapping, as_str_map, parse_timestamp
+
+__all__ = ["ObjectMeta", "OwnerReference", "parse_meta"]
+
+_NO_STRINGS: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    name: str
+    namespace: str = ""  # "" for a cluster-scoped object
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    labels: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _NO_STRINGS)
+    owner_references: tuple[OwnerReference, ...] = ()
+    creation_timestamp: float = 0.0
+    deletion_timestamp: float | None = None  # set once the object is being deleted
+
+    @property
+    def deleting(self) -> bool:
+        return self.deletion_timestamp is not None
+
+    def controller(self) -> OwnerReference | None:
+        """The controlling owner (``metav1.GetControllerOf``)."""
+        return next((r for r in self.owner_references if r.controller), None)
+
+
+def parse_meta(raw: Any, path: str = "metadata") -> ObjectMeta:
+    """``metadata`` of any object; an ObjectError names the offending field."""
+    meta = as_mapping(raw, path)
+    owners = tuple(
+        OwnerReference(
+            api_version=str(ref.get("apiVersion") or ""),
+            kind=str(ref.get("kind") or ""),
+            name=str(ref.get("name") or ""),
+            uid=str(ref.get("uid") or ""),
+            controller=bool(ref.get("controller")),
+        )
+        for i, item in enumerate(as_list(meta.get("ownerReferences"), f"{path}.ownerReferences"))
+        for ref in (as_mapping(item, f"{path}.ownerReferences[{i}]"),)
+    )
+    deletion = meta.get("deletionTimestamp")
+    return ObjectMeta(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        generation=as_int(meta.get("generation"), f"{path}.generation"),
+        labels=as_str_map(meta.get("labels"), f"{path}.labels") or _NO_STRINGS,
+        annotations=as_str_map(meta.get("annotations"), f"{path}.annotations") or _NO_STRINGS,
+        owner_references=owners,
+        creation_timestamp=parse_timestamp(meta.get("creationTimestamp"), f"{path}.creationTimestamp"),
+        deletion_timestamp=(
+            parse_timestamp(deletion, f"{path}.deletionTimestamp") if deletion is not None else None
+        ),
+    )
