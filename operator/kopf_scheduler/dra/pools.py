@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from kopf_scheduler.api.objects import Node, parse_node_selector
+from kopf_scheduler.api.objects import Node
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.selectors import parse_node_selector
 from kopf_scheduler.api.types import ObjectError
 
 from .features import Features

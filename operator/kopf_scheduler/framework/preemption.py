@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kopf_scheduler.api.objects import parse_label_selector
+from kopf_scheduler.api.selectors import parse_label_selector
 from kopf_scheduler.api.types import LabelSelector, ObjectError
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NodeToStatus
 from kopf_scheduler.framework.extender import Extender, Victims, process_preemption

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from kopf_scheduler.api.objects import Pod, parse_label_selector, parse_node_selector
+from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.selectors import parse_label_selector, parse_node_selector
 from kopf_scheduler.api.types import LabelSelector, NodeSelector, ObjectError
 
 __all__ = [

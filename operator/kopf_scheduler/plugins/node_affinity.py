@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from kopf_scheduler.api.objects import Node, Pod, parse_affinity
+from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.api.selectors import parse_affinity
 from kopf_scheduler.api.types import (
     NodeAffinity as NodeAffinitySpec,
 )

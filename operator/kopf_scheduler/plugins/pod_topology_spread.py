@@ -23,7 +23,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kopf_scheduler.api.objects import Node, Pod, parse_topology_spread
+from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.api.selectors import parse_topology_spread
 from kopf_scheduler.api.types import TopologySpreadConstraint
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,

@@ -20,7 +20,8 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from kopf_scheduler.api.objects import Node, Pod, parse_label_selector
+from kopf_scheduler.api.objects import Node, Pod
+from kopf_scheduler.api.selectors import parse_label_selector
 from kopf_scheduler.api.types import (
     NO_EXECUTE,
     NO_SCHEDULE,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kopf_scheduler.api.objects import parse_node_selector
+from kopf_scheduler.api.selectors import parse_node_selector
 from kopf_scheduler.api.types import NodeSelector, ObjectError
 from kopf_scheduler.config import features as feature_gates
 from kopf_scheduler.dra import (

@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kopf_scheduler.api.objects import Pod, labels_of, parse_label_selector
+from kopf_scheduler.api.objects import Pod, labels_of
+from kopf_scheduler.api.selectors import parse_label_selector
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
