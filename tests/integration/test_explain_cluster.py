@@ -228,7 +228,7 @@ def _compare_with_reference(
     finally:
         proc.terminate()
         proc.wait(15)
-    scores = parse_scores(log_path.read_text(errors="replace").splitlines())[f"{namespace}/ref-{sfx}"]
+    scores = parse_scores(log_path.read_text(errors="replace").splitlines()).pods[f"{namespace}/ref-{sfx}"]
     assert {a, b, c} <= set(scores)
 
     # The pod is explained as it was before its binding (explain leaves a bound pod out).

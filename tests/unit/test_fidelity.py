@@ -1,4 +1,4 @@
-"""The fidelity runner's offline parts: the klog score parser, the judge and tally, the generator."""
+"""The fidelity runner's offline parts: judge, tally, generator (its log reader: test_explain_reflog)."""
 
 from __future__ import annotations
 
@@ -16,73 +16,6 @@ from kopf_scheduler_workbench.fidelity.compare import (
     signature,
 )
 from kopf_scheduler_workbench.fidelity.generator import EXTENDED, Features, generate
-from kopf_scheduler_workbench.fidelity.klog import FINAL_SCORE, parse_line, parse_scores
-
-FINAL = (
-    'I1123 12:22:01.850900   20328 schedule_one.go:1047] "Calculated node\'s final score for pod" '
-    'pod="{pod}" node="{node}" score={score}'
-)
-PLUGIN = (
-    'I1123 12:22:01.850779   20328 schedule_one.go:984] "Plugin scored node for pod" '
-    'pod="{pod}" plugin="{plugin}" node="{node}" score={score}'
-)
-
-
-# -- klog --------------------------------------------------------------------------------------
-
-
-def test_parse_line_reads_message_and_pairs() -> None:
-    line = FINAL.format(pod="ns/p", node="n1", score=312)
-    assert parse_line(line) == (FINAL_SCORE, {"pod": "ns/p", "node": "n1", "score": "312"})
-
-
-def test_parse_line_unescapes_quoted_values_and_keeps_bare_ones() -> None:
-    line = r'E0101 00:00:00.000001       7 x.go:1] "a \"quoted\" msg" err="bad \"x\"\nnext" n=3 ok=true'
-    assert parse_line(line) == ('a "quoted" msg', {"err": 'bad "x"\nnext', "n": "3", "ok": "true"})
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "",
-        "some unstructured output",
-        "I1123 12:22:01.850900   20328 schedule_one.go:1047] unquoted message",
-        "I1123 12:22:01.850900   20328 schedule_one.go:1047",  # cut mid-write
-        '  "continuation" of="a multi-line value"',
-    ],
-)
-def test_parse_line_ignores_anything_else(line: str) -> None:
-    assert parse_line(line) is None
-
-
-def test_best_set_holds_every_node_sharing_the_top_score() -> None:
-    lines = [
-        "W1123 noise",
-        FINAL.format(pod="ns/a", node="n1", score=300),
-        FINAL.format(pod="ns/a", node="n2", score=312),
-        FINAL.format(pod="ns/a", node="n3", score=312),
-        FINAL.format(pod="ns/b", node="n1", score=5),
-    ]
-    scores = parse_scores(lines)
-    assert scores.best("ns/a") == {"n2", "n3"}
-    assert scores.best("ns/b") == {"n1"}
-    assert scores.best("ns/unknown") == set()
-
-
-def test_a_later_attempt_replaces_the_earlier_scores() -> None:
-    lines = [
-        PLUGIN.format(pod="ns/a", plugin="ImageLocality", node="n1", score=7),
-        FINAL.format(pod="ns/a", node="n1", score=100),
-        FINAL.format(pod="ns/a", node="n2", score=90),
-        PLUGIN.format(pod="ns/a", plugin="ImageLocality", node="n2", score=1),
-        FINAL.format(pod="ns/a", node="n2", score=50),  # n2 again: a new attempt
-        FINAL.format(pod="ns/a", node="n3", score=40),
-    ]
-    scores = parse_scores(lines)
-    assert scores.final["ns/a"] == {"n2": 50, "n3": 40}
-    assert scores.best("ns/a") == {"n2"}
-    assert scores.plugins["ns/a"] == {"n1": {"ImageLocality": 7}, "n2": {"ImageLocality": 1}}
-
 
 # -- judge ---------------------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.explain.reflog import parse_scores
 from kopf_scheduler_workbench.bench.measure import Api
 from kopf_scheduler_workbench.bench.runner import ROOT, SCHEDULERS, scheduler_command
 from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
@@ -55,7 +56,6 @@ from kopf_scheduler_workbench.fidelity.compare import (
     signature,
 )
 from kopf_scheduler_workbench.fidelity.generator import LABEL, Features, Scenario, generate, run_objects
-from kopf_scheduler_workbench.fidelity.klog import parse_scores
 from kopf_scheduler_workbench.processes import die_with_parent, free_port, stop_group
 
 __all__ = ["FidelityRun", "add_arguments", "markdown", "run", "run_fidelity"]
@@ -706,8 +706,12 @@ def _judge_all(decisions: Sequence[Decision], log_path: Path) -> Tally:
         d.best = sorted(scores.best(d.pod))
         # The reference's view of the nodes in question, per plugin.
         asked = {*d.best, *(o.node for o in (d.ours, d.simulated) if o is not None and o.node)}
-        final, plugins = scores.final.get(d.pod, {}), scores.plugins.get(d.pod, {})
-        d.scores = {n: {**plugins.get(n, {}), "final": final[n]} for n in sorted(asked) if n in final}
+        nodes = scores.pods.get(d.pod, {})
+        d.scores = {
+            n: {**nodes[n].plugins, "final": total}
+            for n in sorted(asked)
+            if n in nodes and (total := nodes[n].total) is not None
+        }
         if not d.best and d.reference.node:
             d.best = [d.reference.node]  # one feasible node: nothing was scored
         for mode, other in (("live", d.ours), ("simulate", d.simulated)):
