@@ -179,7 +179,7 @@ def _resources_from_files(paths: Sequence[str]) -> list[Mapping[str, Any]]:
 
 
 async def _resources_from_cluster(kubeconfig: str | None, context: str | None) -> list[Mapping[str, Any]]:
-    from kopf_scheduler.cluster.client import ApiClient
+    from kopf_scheduler.cluster.apiclient import ApiClient
     from kopf_scheduler.cluster.connection import load_credentials
 
     out: list[Mapping[str, Any]] = []

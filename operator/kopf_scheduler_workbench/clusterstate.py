@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import load_credentials
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler_workbench.testing.invariants import ClusterState

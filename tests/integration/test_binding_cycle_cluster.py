@@ -14,7 +14,8 @@ import pytest
 
 from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile

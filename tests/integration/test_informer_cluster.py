@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.client import MERGE, ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.client import MERGE
 from kopf_scheduler.cluster.connection import from_kubeconfig
 from kopf_scheduler.cluster.informer import Backoff, Informer, InformerHandlers, ResourceKind
 from kopf_scheduler_workbench.controlplane import ControlPlane

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import EXPIRY_MARGIN_SECONDS, load_credentials
 from kopf_scheduler_workbench.controlplane import ControlPlane
 from kopf_scheduler_workbench.testing.exec_credential import ExecPlugin

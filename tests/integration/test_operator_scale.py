@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
 from kopf_scheduler_workbench.controlplane import ControlPlane
 

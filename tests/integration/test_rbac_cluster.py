@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from kopf_scheduler.api.objects import Pod, parse_pod
-from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import load_credentials
 from kopf_scheduler.cluster.informer import ResourceKind
 from kopf_scheduler.cluster.operator import OBJECT_KINDS, OPTIONAL_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH

@@ -12,7 +12,8 @@ from test_http11 import RESET, Server, ok
 
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.cluster import client as client_module
-from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.framework.client import Fenced
 

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from kopf_scheduler.api.objects import parse_pod
-from kopf_scheduler.cluster.client import ApiClient, Gone, KubeClusterClient
+from kopf_scheduler.cluster.apiclient import ApiClient, Gone
+from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.informer import Backoff, Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.profiles import ProfileController

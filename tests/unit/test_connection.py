@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from kopf_scheduler.cluster import connection
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import Credentials, from_kubeconfig, in_cluster, load_credentials
 from kopf_scheduler_workbench.testing.exec_credential import ExecPlugin
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import kopf
 import pytest
 
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError, Response
 from kopf_scheduler.framework.client import ApiError, TransientError

@@ -21,7 +21,7 @@ import kopf
 import pytest
 
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.client import WATCH_GRACE_SECONDS, ApiClient
+from kopf_scheduler.cluster.apiclient import WATCH_GRACE_SECONDS, ApiClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.informer import (
     MIN_WATCH_TIMEOUT,

@@ -9,7 +9,7 @@ import kopf
 import pytest
 from aiohttp import web
 
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.ratelimit import ClientThrottle, TokenBucket
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.client import WATCH_GRACE_SECONDS, ApiClient, Gone
+from kopf_scheduler.cluster.apiclient import WATCH_GRACE_SECONDS, ApiClient, Gone
 from kopf_scheduler.framework.client import ApiError, TransientError
 
 __all__ = ["MIN_WATCH_TIMEOUT", "Backoff", "Informer", "InformerHandlers", "ResourceKind", "object_key"]

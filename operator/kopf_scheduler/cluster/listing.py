@@ -14,7 +14,7 @@ from typing import Any
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import POD_FIELD_SELECTOR
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import load_credentials
 from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
 from kopf_scheduler.cluster.informer import ResourceKind

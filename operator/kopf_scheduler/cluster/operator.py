@@ -30,7 +30,8 @@ from kopf_scheduler.api.kinds import POD_FIELD_SELECTOR
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster import metrics
-from kopf_scheduler.cluster.client import ApiClient, KubeClusterClient
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import Credentials, load_credentials
 from kopf_scheduler.cluster.crd import GROUP, PLURAL, VERSION
 from kopf_scheduler.cluster.extender import HTTPExtender

@@ -34,7 +34,7 @@ from typing import Any, cast
 import kopf
 
 from kopf_scheduler.cluster import http11
-from kopf_scheduler.cluster.client import ApiClient
+from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import Credentials, load_credentials
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError, Response
 from kopf_scheduler.cluster.run import run_loop
