@@ -8,12 +8,12 @@ part is this, so that keys, owner checks and label selection read the same field
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kopf_scheduler.api.types import as_int, as_list, as_mapping, as_str_map, parse_timestamp
 
-__all__ = ["ObjectMeta", "OwnerReference", "parse_meta"]
+__all__ = ["ObjectMeta", "OwnerReference", "parse_meta", "parse_namespaced_meta"]
 
 _NO_STRINGS: Mapping[str, str] = {}
 
@@ -78,3 +78,10 @@ def parse_meta(raw: Any, path: str = "metadata") -> ObjectMeta:
             parse_timestamp(deletion, f"{path}.deletionTimestamp") if deletion is not None else None
         ),
     )
+
+
+def parse_namespaced_meta(raw: Any, path: str = "metadata") -> ObjectMeta:
+    """``metadata`` of a namespaced kind: no namespace is ``default``, as the apiserver (and the
+    Pod parser, and ``Kind.key_of``) would have it, so that views compare with pods by namespace."""
+    meta = parse_meta(raw, path)
+    return meta if meta.namespace else replace(meta, namespace="default")
