@@ -11,6 +11,9 @@ __all__ = [
     "SCHEDULERS",
     "batching_table",
     "chart",
+    "figure",
+    "median_table",
+    "panel_grid",
     "ratio_table",
     "repeat_table",
     "results_table",
@@ -215,9 +218,7 @@ def repeat_table(results: Sequence[Result]) -> str:
     One run of a few thousand pods moves by 20% or more on a shared 2-core machine; the claim
     rests on every run and on the median, not on one lucky run.
     """
-    runs: dict[str, dict[Any, dict[str, Result]]] = {}
-    for r in results:
-        runs.setdefault(str(r["workload"]), {}).setdefault(r.get("repeat") or 1, {})[str(r["scheduler"])] = r
+    runs = _by_workload_and_repeat(results)
     header = [
         "workload", "runs", "thr avg ours/ref, each run", "median ours/ref", "median ours/ceiling",
         "overall ours/ref, each run", "median all-CPU/pod ours/ref",
@@ -254,8 +255,138 @@ def repeat_table(results: Sequence[Result]) -> str:
     return _markdown(header, rows)
 
 
-def chart(results: Sequence[Result], path: Path) -> Path | None:
-    """Throughput per 1-second window over time, one panel per workload; None without matplotlib."""
+def _by_workload_and_repeat(results: Sequence[Result]) -> dict[str, dict[Any, dict[str, Result]]]:
+    """workload -> repeat -> scheduler -> result, workloads in the order they ran."""
+    runs: dict[str, dict[Any, dict[str, Result]]] = {}
+    for r in results:
+        runs.setdefault(str(r["workload"]), {}).setdefault(r.get("repeat") or 1, {})[str(r["scheduler"])] = r
+    return runs
+
+
+def _medians_of(by_repeat: Mapping[Any, Mapping[str, Result]], key: str, *path: str) -> float | None:
+    values = [v for by in by_repeat.values() if isinstance(v := _get(by.get(key, {}), *path), int | float)]
+    return _median([float(v) for v in values])
+
+
+def _median_ratio(
+    by_repeat: Mapping[Any, Mapping[str, Result]], over: str, path: Sequence[str]
+) -> float | None:
+    """The median over repeats of ours/``over`` for the figure at ``path``: each repeat's pair ran
+    back to back (interleaved), so their quotient cancels what drifted between repeats."""
+    quotients = [
+        q
+        for by in by_repeat.values()
+        if (q := _quotient(_get(by.get("ours", {}), *path), _get(by.get(over, {}), *path))) is not None
+    ]
+    return _median(quotients)
+
+
+def _pair(a: Any, b: Any, digits: int) -> str:
+    return "-" if a is None and b is None else f"{_fmt(a, digits)} / {_fmt(b, digits)}"
+
+
+def median_table(results: Sequence[Result]) -> str:
+    """One row per workload: medians over the repeats of ours/reference and ours/ceiling (raw-bind)
+    throughput, first bind ours/reference, peak RSS ours/reference, with the medians they divide.
+
+    The claims of issue 30 are read from this table: throughput and ceiling on the long phases,
+    first bind and peak RSS on the StartUp rows (whose phase binds one pod, so no throughput).
+    """
+    header = [
+        "workload", "runs", "scheduler_perf threshold", "thr avg ours / ref / ceiling", "thr ours/ref",
+        "thr ours/ceiling", "first bind s ours / ref", "first bind ours/ref", "peak RSS MB ours / ref",
+        "peak RSS ours/ref", "phase s ours / ref",
+    ]  # fmt: skip
+    thr = ("measured", "throughput", "average")
+    rss = ("memory", "scheduler_peak_rss_mb")
+    rows = []
+    for workload, by_repeat in _by_workload_and_repeat(results).items():
+        medians = {key: _medians_of(by_repeat, key, *thr) for key in ("ours", "reference", "raw-bind")}
+        threshold = next(
+            (t for by in by_repeat.values() for r in by.values() if (t := _get(r, "params", "threshold"))),
+            None,
+        )
+        rows.append(
+            [
+                workload,
+                str(len(by_repeat)),
+                _fmt(threshold, 0),
+                "-" if not any(medians.values()) else " / ".join(_fmt(v, 0) for v in medians.values()),
+                _fmt(_median_ratio(by_repeat, "reference", thr), 2),
+                _fmt(_median_ratio(by_repeat, "raw-bind", thr), 2),
+                _pair(
+                    _medians_of(by_repeat, "ours", "startup_seconds"),
+                    _medians_of(by_repeat, "reference", "startup_seconds"),
+                    2,
+                ),
+                _fmt(_median_ratio(by_repeat, "reference", ("startup_seconds",)), 2),
+                _pair(_medians_of(by_repeat, "ours", *rss), _medians_of(by_repeat, "reference", *rss), 0),
+                _fmt(_median_ratio(by_repeat, "reference", rss), 2),
+                _pair(
+                    _medians_of(by_repeat, "ours", "measured", "seconds"),
+                    _medians_of(by_repeat, "reference", "measured", "seconds"),
+                    1,
+                ),
+            ]
+        )
+    return _markdown(header, rows)
+
+
+def panel_grid(count: int, cols: int = 2) -> list[tuple[int, int, int]]:
+    """(row, column, columns spanned) of each of ``count`` panels on a grid ``cols`` wide: the last
+    panel spans what its row would leave empty, so the figure has exactly one panel per workload."""
+    out = [(i // cols, i % cols, 1) for i in range(count)]
+    if count and count % cols:
+        row, col, _ = out[-1]
+        out[-1] = (row, col, cols - col)
+    return out
+
+
+_STYLES = {
+    "ours": ("tab:blue", "-"),
+    "ours-unbatched": ("tab:cyan", "--"),
+    "ours-baseline": ("tab:purple", "-."),
+    "reference": ("tab:orange", "-"),
+    "raw-bind": ("tab:gray", ":"),
+}
+
+
+def _label_of(name: str, runs: int) -> str:
+    label = "raw-bind (ceiling)" if name == "raw-bind" else name
+    return f"{label} ({runs} runs)" if runs > 1 else label
+
+
+def _throughput_panel(ax: Any, by_repeat: Mapping[Any, Mapping[str, Result]]) -> None:
+    """Every repeat's 1-second windows, one colour per scheduler."""
+    for name in SCHEDULERS:
+        series = [w for by in by_repeat.values() if (w := _get(by.get(name, {}), *_WINDOWS))]
+        color, style = _STYLES[name]
+        for k, windows in enumerate(series):
+            label = _label_of(name, len(series)) if k == 0 else None
+            ax.plot(range(1, len(windows) + 1), windows, style, color=color, label=label, linewidth=1.2)
+    ax.set_xlabel("seconds since first bind")
+    ax.set_ylabel("pods/s")
+
+
+def _startup_panel(ax: Any, by_repeat: Mapping[Any, Mapping[str, Result]]) -> None:
+    """A start-up workload binds one pod: the median first bind per scheduler, its peak RSS above."""
+    names = [n for n in SCHEDULERS if any(n in by for by in by_repeat.values())]
+    seconds = [_medians_of(by_repeat, n, "startup_seconds") or 0.0 for n in names]
+    bars = ax.bar(names, seconds, color=[_STYLES[n][0] for n in names])
+    for bar, name in zip(bars, names, strict=True):
+        rss = _medians_of(by_repeat, name, "memory", "scheduler_peak_rss_mb")
+        if rss is not None:
+            ax.annotate(f"{rss:.0f} MB", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=8)  # fmt: skip
+    ax.set_ylabel("first bind s (median); peak RSS above")
+
+
+_WINDOWS = ("measured", "throughput", "windows")
+
+
+def figure(results: Sequence[Result]) -> Any:
+    """The chart as a matplotlib Figure (None without matplotlib or without a run to show): one
+    panel per workload that ran, throughput windows over time, or first bind for start-up runs."""
     try:
         import matplotlib
 
@@ -263,40 +394,44 @@ def chart(results: Sequence[Result], path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    by: dict[str, dict[str, Result]] = {}
-    for r in results:
-        windows = _get(r, "measured", "throughput", "windows")
-        if windows and len(windows) > 1:
-            by.setdefault(str(r["workload"]), {})[str(r["scheduler"])] = r
-    if not by:
-        return None
-    cols = 2
-    rows = (len(by) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(12, 3.2 * rows), squeeze=False)
-    styles = {
-        "ours": ("tab:blue", "-"),
-        "ours-unbatched": ("tab:cyan", "--"),
-        "ours-baseline": ("tab:purple", "-."),
-        "reference": ("tab:orange", "-"),
-        "raw-bind": ("tab:gray", ":"),
+    panels = {
+        workload: by_repeat
+        for workload, by_repeat in _by_workload_and_repeat(results).items()
+        if any(
+            len(_get(r, *_WINDOWS) or ()) > 1 or r.get("startup_seconds") is not None
+            for by in by_repeat.values()
+            for r in by.values()
+        )
     }
-    for ax, (workload, runs) in zip(axes.flat, by.items(), strict=False):
-        for name in SCHEDULERS:
-            if name not in runs:
-                continue
-            windows = runs[name]["measured"]["throughput"]["windows"]
-            color, style = styles[name]
-            label = "raw-bind (ceiling)" if name == "raw-bind" else name
-            ax.plot(range(1, len(windows) + 1), windows, style, color=color, label=label, linewidth=1.5)
+    if not panels:
+        return None
+    cols = 2 if len(panels) > 1 else 1
+    grid = panel_grid(len(panels), cols)
+    rows = grid[-1][0] + 1
+    fig = plt.figure(figsize=(12, 3.2 * rows))
+    spec = fig.add_gridspec(rows, cols)
+    for (workload, by_repeat), (row, col, span) in zip(panels.items(), grid, strict=True):
+        ax = fig.add_subplot(spec[row, col : col + span])
+        if any(len(_get(r, *_WINDOWS) or ()) > 1 for by in by_repeat.values() for r in by.values()):
+            _throughput_panel(ax, by_repeat)
+        else:
+            _startup_panel(ax, by_repeat)
         ax.set_title(workload, fontsize=10)
-        ax.set_xlabel("seconds since first bind")
-        ax.set_ylabel("pods/s")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(by) :]:
-        ax.set_visible(False)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def chart(results: Sequence[Result], path: Path) -> Path | None:
+    """Write :func:`figure` as a PNG; None when there is nothing to draw (or no matplotlib)."""
+    fig = figure(results)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -66,6 +66,7 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
+_SHRUNK = "--perf-factor {:g}: every count shrunk; a smoke test of the code path, not scheduler_perf's sizes"
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,25 @@ def _pods_path(body: Mapping[str, Any]) -> str:
     return f"/api/v1/namespaces/{body['metadata']['namespace']}/pods"
 
 
+async def _create_with_status(api: Api, bodies: Sequence[Mapping[str, Any]], workers: int = 32) -> float:
+    """POST each object, then PUT its ``status`` onto the object the POST returned (a create drops
+    the status); returns the wall seconds. ResourceClaims allocated before the scheduler starts."""
+    started = time.monotonic()
+    it = iter(bodies)
+
+    async def worker() -> None:
+        for body in it:  # the shared iterator hands each body to exactly one worker
+            path = _object_path(body)
+            name = body["metadata"]["name"]
+            created = await api.request("POST", path, {k: v for k, v in body.items() if k != "status"})
+            if not created:  # a retried POST whose first try landed (409): read what is stored
+                created = await api.request("GET", f"{path}/{name}")
+            await api.request("PUT", f"{path}/{name}/status", {**created, "status": body["status"]})
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return time.monotonic() - started
+
+
 async def _setup(api: Api, plane: ControlPlane, workload: Workload) -> dict[str, float]:
     """Namespace, priority classes, nodes, running pods; seconds per step."""
     times: dict[str, float] = {}
@@ -214,6 +234,9 @@ async def _setup(api: Api, plane: ControlPlane, workload: Workload) -> dict[str,
     extra = workload.cluster_objects()
     if extra:
         times["cluster_objects"] = await api.create_all(_object_path, extra)
+    allocated = workload.allocated_objects()
+    if allocated:
+        times["allocated_objects"] = await _create_with_status(api, allocated)
     times["init_pods"] = await api.create_all(_pods_path, workload.init_objects())
     times["total"] = time.monotonic() - started
     return times
@@ -310,6 +333,7 @@ async def _measure(
             _machine_busy(),
         )
         wait1 = sampler.runqueue_wait_seconds()
+        result["memory"] = _memory_snapshot(plane)
         requests1 = await api.request_counts()
         events_posted = requests1.get("POST events", 0.0) - requests0.get("POST events", 0.0)
         # Events are informational and may be posted after the binds (ours does so on purpose);
@@ -397,7 +421,7 @@ async def _measure(
         if sampler is not None:
             sampler.stop()
             result.setdefault("cpu", {})["scheduler_total"] = sampler.cpu_seconds()
-            result["memory"] = {"scheduler_peak_rss_mb": sampler.peak_rss / 2**20}
+            result.setdefault("memory", {})["scheduler_peak_rss_mb"] = sampler.peak_rss / 2**20
         if proc is not None:
             stop_group(
                 proc, signal.SIGINT if spec.key == "ours" and args.profile_ours else signal.SIGTERM, 10.0
@@ -405,6 +429,18 @@ async def _measure(
             result["exit_code"] = proc.returncode
         await tracker.stop()
         await api.close()
+
+
+def _memory_snapshot(plane: ControlPlane) -> dict[str, float]:
+    """The control plane's RSS and the machine's available memory at the end of the measured phase:
+    whether a size fits this machine shows here (swapping would show as everything slowing)."""
+    out = {"machine_available_mb": psutil.virtual_memory().available / 2**20}
+    for name in ("kube-apiserver", "etcd"):
+        with contextlib.suppress(psutil.Error, KeyError):
+            out[f"{name.replace('-', '_')}_rss_mb"] = (
+                psutil.Process(plane.processes[name].pid).memory_info().rss / 2**20
+            )
+    return out
 
 
 def prepare(binary: Path, workload: Workload, workdir: Path) -> dict[str, float]:
@@ -455,6 +491,10 @@ def run_one(
             "init_pods": workload.init_pods,
             "measure_pods": workload.measure_pods,
             "unschedulable_pods": workload.unschedulable_pods,
+            "gang_size": workload.gang_size,
+            "threshold": workload.threshold,
+            "source": workload.source,
+            "perf_factor": args.perf_factor if args.scale == "perf" else None,
             "note": workload.note,
         },
         "repeat": repeat,
@@ -466,7 +506,7 @@ def run_one(
     workdir = Path(tempfile.mkdtemp(prefix="kopf-scheduler-bench-"))
     shutil.rmtree(workdir)
     shutil.copytree(prepared, workdir)
-    plane = ControlPlane(binary, workdir, workloads=workload.workloads_api)
+    plane = ControlPlane(binary, workdir, workloads=workload.workloads_api, controllers=workload.controllers)
     try:
         plane.start()
         result["control_plane_start_seconds"] = plane.start_seconds
@@ -546,13 +586,15 @@ def _bench(args: argparse.Namespace) -> list[dict[str, Any]]:
     # PYTHONDONTWRITEBYTECODE would otherwise compile every module at each start (~0.25 s of
     # the first-bind figure; the reference is a compiled binary).
     compileall.compile_dir(Path(kopf_scheduler.__file__).parent, quiet=1)
-    available = workloads(args.scale)
+    available = workloads(args.scale, args.perf_factor)
     chosen = args.workloads or list(available)
     unknown = [w for w in chosen if w not in available]
     if unknown:
         raise SystemExit(f"unknown workloads {unknown}; choose from {list(available)}")
     binary = args.kcp or build()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.scale == "perf" and args.perf_factor < 1.0:
+        print(f"[bench] {_SHRUNK.format(args.perf_factor)}", file=sys.stderr, flush=True)
     if "ours-baseline" in args.schedulers:
         args.baseline_src = baseline_source(args.baseline_rev, args.out)
     results: list[dict[str, Any]] = []
@@ -591,6 +633,7 @@ def _bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         "versions": _versions(binary),
         "reference_qps": args.reference_qps,
         "backlog": args.backlog,
+        "perf_factor": args.perf_factor if args.scale == "perf" else None,
         "results": results,
     }
     report.write_json(args.out / "summary.json", summary)
@@ -600,7 +643,18 @@ def _bench(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workloads", nargs="+", metavar="NAME", help="default: all (see --list)")
-    parser.add_argument("--scale", choices=SCALES, default="small", help="tiny is the CI smoke size")
+    parser.add_argument(
+        "--scale",
+        choices=SCALES,
+        default="small",
+        help="tiny is the CI smoke size; perf: scheduler_perf's performance cases at their own sizes",
+    )
+    parser.add_argument(
+        "--perf-factor",
+        type=float,
+        default=1.0,
+        help="with --scale perf: shrink every count by this factor (a smoke test; not a measurement)",
+    )
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="directory for JSON, PNG, logs"
     )
@@ -648,15 +702,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="create the measured pods before the scheduler starts (drain rate; no creation in the way)",
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, help="run each workload N times (schedulers interleaved); medians"
+        "--repeat",
+        "--repeats",
+        type=int,
+        default=1,
+        help="run each workload N times (schedulers interleaved); medians",
     )
     parser.add_argument("--list", action="store_true", help="list the workloads at --scale and exit")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.list:
-        for w in workloads(args.scale).values():
+        for w in workloads(args.scale, args.perf_factor).values():
             extra = f", {w.unschedulable_pods} unschedulable" if w.unschedulable_pods else ""
+            extra += f", threshold {w.threshold:g} pods/s" if w.threshold else ""
             print(
                 f"{w.name}: {w.nodes} nodes, {w.init_pods} running, "
                 f"{w.measure_pods} measured{extra} ({w.note})"
@@ -666,6 +725,8 @@ def run(args: argparse.Namespace) -> int:
     print(report.results_table(results))
     print()
     print(report.ratio_table(results))
+    print()
+    print(report.median_table(results))
     if args.repeat > 1:
         print()
         print(report.repeat_table(results))
@@ -673,6 +734,8 @@ def run(args: argparse.Namespace) -> int:
     if batching:
         print()
         print(batching)
+    if args.scale == "perf" and args.perf_factor < 1.0:
+        print(f"\n{_SHRUNK.format(args.perf_factor)}")
     print(f"\nJSON, chart and logs in {args.out}")
     return 1 if any(r.get("error") for r in results) else 0
 

@@ -6,6 +6,11 @@ right before the measured ones and not waited for, like scheduler_perf's ``skipW
 and the measured pods. Pod and node shapes follow scheduler_perf's templates: 4 CPU / 32Gi / 110-pod
 nodes; 100m / 500Mi pods; 900m low-priority victims and 3000m high-priority preemptors; 9-CPU pods
 that fit nowhere.
+
+``--scale perf`` is different: scheduler_perf's own performance-labelled cases, by their own names and
+at their own sizes (``test/integration/scheduler_perf/*/performance-config.yaml`` of the reference
+release), with the SchedulingThroughput threshold its CI holds them to. A ``perf_factor`` below 1
+shrinks every count for a smoke test of the code path only: its figures are not those cases'.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ __all__ = ["NAMESPACE", "SCALES", "TRACK_LABEL", "Workload", "workloads"]
 NAMESPACE = "bench"
 TRACK_LABEL = "kopf-scheduler.bench/track"  # the warm-up and measured pods: what the tracker watches
 ZONE = "topology.kubernetes.io/zone"
-SCALES = ("tiny", "small", "full")
+SCALES = ("tiny", "small", "full", "perf")
 
 Obj = dict[str, Any]
 
@@ -110,6 +115,16 @@ class Workload:
     # the cluster; the plane serves them (GenericWorkload), the reference runs with that gate on
     # and ours with GangScheduling in its profile.
     gang_size: int = 0
+    # scheduler_perf's SchedulingThroughput threshold for the case (pods/s on its CI machines), if any.
+    threshold: float | None = None
+    # Where the case comes from (perf scale: scheduler_perf's config file and case name).
+    source: str = ""
+    # kube-controller-manager beside the apiserver: its resourceclaim controller makes each pod's
+    # claim from a ResourceClaimTemplate, as scheduler_perf's own claim controller does.
+    controllers: bool = False
+    # Objects created after ``cluster_objects`` whose ``status`` is then written (ResourceClaims
+    # allocated before the scheduler starts, like scheduler_perf's allocResourceClaims).
+    allocated_objects: Callable[[], list[Obj]] = lambda: []
 
     @property
     def workloads_api(self) -> bool:
@@ -245,24 +260,86 @@ def _dra_slice(index: int, node_name: str, devices: int) -> Obj:
     }
 
 
-def _dra_objects(nodes: int, claims: int, devices_per_node: int) -> list[Obj]:
-    device_class = {
+_DRA_CLAIM_SPEC: Obj = {
+    "devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]}
+}
+
+
+def _dra_device_class() -> Obj:
+    return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
         "metadata": {"name": DRA_CLASS},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
     }
-    claim_objects = [
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"test-claim-{i}", "namespace": NAMESPACE},
-            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]}},
-        }
-        for i in range(claims)
-    ]
+
+
+def _dra_claim(name: str) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": _DRA_CLAIM_SPEC,
+    }
+
+
+def _dra_objects(nodes: int, claims: int, devices_per_node: int) -> list[Obj]:
+    claim_objects = [_dra_claim(f"test-claim-{i}") for i in range(claims)]
     slices = [_dra_slice(i, f"node-{i:05d}", devices_per_node) for i in range(nodes)]
-    return [device_class, *slices, *claim_objects]
+    return [_dra_device_class(), *slices, *claim_objects]
+
+
+def _dra_template_objects(nodes: int, devices_per_node: int) -> list[Obj]:
+    """scheduler_perf's SchedulingWithResourceClaimTemplate: slices, the class, one claim template."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "test-claim-template", "namespace": NAMESPACE},
+        "spec": {"spec": _DRA_CLAIM_SPEC},
+    }
+    slices = [_dra_slice(i, f"node-{i:05d}", devices_per_node) for i in range(nodes)]
+    return [_dra_device_class(), *slices, template]
+
+
+def _dra_allocated_claims(nodes: int, claims: int) -> list[Obj]:
+    """Claims allocated before the scheduler starts (scheduler_perf's allocResourceClaims), spread
+    evenly: claim i takes device i // nodes of node i % nodes (scheduler_perf picks nodes at random;
+    even spreading leaves every node the same number of free devices)."""
+    out = []
+    for i in range(claims):
+        index, device = i % nodes, i // nodes
+        node_name = f"node-{index:05d}"
+        body = _dra_claim(f"init-claim-{i}")
+        result = {"request": "req-0", "driver": DRA_DRIVER, "pool": f"resourceslice-{index}"}
+        result["device"] = f"basic-device-{device}"
+        selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+        body["status"] = {
+            "allocation": {
+                "devices": {"results": [result]},
+                "nodeSelector": {"nodeSelectorTerms": [selector]},
+            }
+        }
+        out.append(body)
+    return out
+
+
+def _dra_template_pod(name: str) -> Obj:
+    """scheduler_perf's pod-with-claim-template: no resource requests, one claim from the template."""
+    body = pod(name)
+    container = body["spec"]["containers"][0]
+    del container["ports"]
+    container["resources"] = {"claims": [{"name": "resource"}]}
+    body["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimTemplateName": "test-claim-template"}
+    ]
+    return body
+
+
+def _gang_pod(name: str) -> Obj:
+    """scheduler_perf's podgroup/gangscheduling gang-pod: 100m / 100Mi requests, no limits."""
+    body = pod(name, memory="100Mi", limits=False)
+    del body["spec"]["containers"][0]["ports"]
+    return body
 
 
 def _dra_pod(name: str) -> Obj:
@@ -304,10 +381,12 @@ _SIZES: dict[str, dict[str, tuple[int, ...]]] = {
 }
 
 
-def workloads(scale: str) -> dict[str, Workload]:
+def workloads(scale: str, perf_factor: float = 1.0) -> dict[str, Workload]:
     """All workloads at one scale, by name (the order is the order they run in)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; one of {SCALES}")
+    if scale == "perf":
+        return perf_workloads(perf_factor)
 
     def size(name: str) -> tuple[int, ...]:
         return _SIZES[name][scale]
@@ -391,4 +470,115 @@ def workloads(scale: str) -> dict[str, Workload]:
             note="time from the scheduler's start to its first bind (the warm-up pod)",
         )
     )  # fmt: skip
+    return {w.name: w for w in out}
+
+
+_PERF = "test/integration/scheduler_perf"
+
+
+def _scaled(count: int, factor: float) -> int:
+    """``count`` times ``factor``, at least 1 (0 stays 0)."""
+    return max(1, round(count * factor)) if count else 0
+
+
+def _scaled_gangs(groups: int, size: int, factor: float) -> tuple[int, int]:
+    """Shrink the larger of (gangs, pods per gang): 3,000 gangs of 3 keep their size, 9 of 1,000 their
+    number, so a smoke run still has gangs of the case's shape."""
+    if factor >= 1.0:
+        return groups, size
+    if size > groups:
+        return groups, max(2, _scaled(size, factor))
+    return _scaled(groups, factor), size
+
+
+def perf_workloads(factor: float = 1.0) -> dict[str, Workload]:
+    """scheduler_perf's performance-labelled cases of v1.37.2, by their names, at their sizes.
+
+    ``factor`` < 1 shrinks every count (a smoke test of the code path, not a measurement). Every
+    size fits this 24 GiB machine (the largest, 5,000 nodes and 55,000 pods, is the size StartUp
+    already ran at); the measured phases last tens of seconds at the rates seen so far.
+    """
+    if not 0.0 < factor <= 1.0:
+        raise ValueError(f"perf factor {factor} is not in (0, 1]")
+    shrunk = f"; every count x{factor:g} (smoke test: not the case's size)" if factor < 1.0 else ""
+
+    def sized(*counts: int) -> list[int]:
+        return [_scaled(c, factor) for c in counts]
+
+    out: list[Workload] = []
+    # misc/performance-config.yaml, SchedulingBasic (pod-default on node-default). scheduler_perf runs
+    # 5000Nodes_50000Pods with SchedulerAsyncAPICalls off: the reference's default in v1.37.
+    for name, (nodes, init, measure), threshold, timeout in (
+        ("SchedulingBasic/5000Nodes_10000Pods", (5000, 1000, 10000), 680.0, 400.0),
+        ("SchedulingBasic/5000Nodes_50000Pods", (5000, 5000, 50000), 790.0, 1200.0),
+    ):
+        n, i, m = sized(nodes, init, measure)
+        out.append(
+            Workload(
+                name, n, i, m, threshold=threshold, timeout=timeout,
+                source=f"{_PERF}/misc/performance-config.yaml {name}",
+                note=f"pod-default on node-default{shrunk}",
+            )
+        )  # fmt: skip
+    # dra/performance-config.yaml: the performance-labelled DRA case. 500 nodes with a 10-device
+    # ResourceSlice each, 2,500 claims allocated up front, 2,500 pods each with a claim of its own
+    # made from a ResourceClaimTemplate by kube-controller-manager's resourceclaim controller.
+    n, claims, m = sized(500, 2500, 2500)
+    name = "SchedulingWithResourceClaimTemplate/5000pods_500nodes"
+    out.append(
+        Workload(
+            name, n, 0, m,
+            measure_pod=_dra_template_pod, threshold=56.0, timeout=600.0, controllers=True,
+            cluster_objects=functools.partial(_dra_template_objects, n, 10),
+            allocated_objects=functools.partial(_dra_allocated_claims, n, claims),
+            source=f"{_PERF}/dra/performance-config.yaml {name}",
+            note=f"DRA: {n} nodes x 10 devices, {claims} claims allocated before the start, a claim per pod "
+            f"from a template (kube-controller-manager runs){shrunk}",
+        )
+    )  # fmt: skip
+    # The same file's SchedulingWithResourceClaim at its largest size (no performance label there):
+    # shared claims, 5 pods each, 2 devices a node. Its 2,500 init pods are left out as at the other
+    # scales (created bound, their claims would be allocated by nobody).
+    n, m = sized(500, 2500)
+    shared = -(-m // DRA_PODS_PER_CLAIM)
+    name = "SchedulingWithResourceClaim/5000pods_500nodes"
+    out.append(
+        Workload(
+            name, n, 0, m,
+            measure_pod=_dra_pod, timeout=600.0,
+            cluster_objects=functools.partial(_dra_objects, n, shared, 2),
+            source=f"{_PERF}/dra/performance-config.yaml {name}",
+            note=f"DRA: {n} nodes x 2 devices, {shared} claims of 5 pods each; its 2,500 init pods "
+            f"left out{shrunk}",
+        )
+    )  # fmt: skip
+    # podgroup/gangscheduling/performance-config.yaml: the largest of each shape (no thresholds there).
+    for name, groups, size in (
+        ("GangScheduling/5000Nodes_3000Gangs_9000Pods", 3000, 3),
+        ("GangScheduling/5000Nodes_9Gangs_9000Pods_1000PerGroup", 9, 1000),
+    ):
+        (n,) = sized(5000)
+        g, k = _scaled_gangs(groups, size, factor)
+        out.append(
+            Workload(
+                name, n, 0, g * k, gang_size=k, measure_pod=_gang_pod, timeout=600.0,
+                cluster_objects=functools.partial(_pod_groups, g, k),
+                source=f"{_PERF}/podgroup/gangscheduling/performance-config.yaml {name}",
+                note=f"{g} PodGroups (gang, minCount {k}) of {k} gang-pods each; GenericWorkload on{shrunk}",
+            )
+        )  # fmt: skip
+    # Cold start: process start to the first bind, at SchedulingBasic's cluster sizes, and the
+    # start-up memory at 5,000 nodes with 50,000 pods running (no scheduler_perf case measures it).
+    for name, (nodes, init) in (
+        ("StartUp/1000Nodes", (1000, 1000)),
+        ("StartUp/5000Nodes", (5000, 1000)),
+        ("StartUp/5000Nodes_50000Pods", (5000, 50000)),
+    ):
+        n, i = sized(nodes, init)
+        out.append(
+            Workload(
+                name, n, i, 1, timeout=120.0,
+                note=f"time from the scheduler's start to its first bind, and its peak RSS{shrunk}",
+            )
+        )  # fmt: skip
     return {w.name: w for w in out}
