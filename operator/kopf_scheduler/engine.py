@@ -23,7 +23,8 @@ from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.queue.nominator import Nominator
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import EVENT_WORKERS, ProfileSet, Scheduler
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one import EVENT_WORKERS, Scheduler
 
 __all__ = ["Engine", "new_engine"]
 

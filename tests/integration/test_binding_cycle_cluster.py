@@ -22,7 +22,8 @@ from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import create, fresh_namespace, get_json, node, pod

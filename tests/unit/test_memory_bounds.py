@@ -19,7 +19,8 @@ from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from kopf_scheduler.queue.nominator import Nominator
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 

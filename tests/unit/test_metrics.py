@@ -26,7 +26,8 @@ from kopf_scheduler.metrics.recorder import NoopMetrics, attempts_label
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 

@@ -19,7 +19,8 @@ from kopf_scheduler.framework.interface import CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 

@@ -33,7 +33,7 @@ from kopf_scheduler.simulate import Inputs, restrict_profiles
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.runtime import Framework
-    from kopf_scheduler.scheduler import Scheduler
+    from kopf_scheduler.scheduler.schedule_one import Scheduler
 
 __all__ = [
     "ExplainError",

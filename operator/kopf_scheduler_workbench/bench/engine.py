@@ -27,7 +27,7 @@ from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
-from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.bench.workloads import NO_TOPOLOGY
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 

@@ -16,7 +16,8 @@ from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.plugins.dynamic_resources import DynamicResources
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler import ProfileSet, Scheduler
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod, pod_dict
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 

@@ -11,55 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import logging
 import random
-import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.podgroup import POD_GROUP_INITIALLY_SCHEDULED, PodGroup
+from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
-from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, ScoredNodes
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
-from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE, EVENT_FORCE_ACTIVATE
+from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from kopf_scheduler.framework.extender import (
     EXTENDER_NAME,
     Extender,
     extender_scores,
     extenders_binding,
     find_nodes_that_pass_extenders,
-    run_now,
 )
 from kopf_scheduler.framework.interface import (
-    AsyncPodGroupPreemptionPlugin,
     AsyncPreemptionPlugin,
     Code,
     CycleState,
-    PlacementProgress,
-    PodGroupPostFilterResult,
     PodNominator,
     PostFilterResult,
-    PreEnqueuePlugin,
     PreFilterResult,
-    ProposedAssignment,
     Status,
     is_success,
 )
 from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
-from kopf_scheduler.framework.profiles import default_profile
-from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices
 from kopf_scheduler.framework.snapshot import Snapshot
-from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
+from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import (
     CODE_LABELS,
     ERROR_RESULT,
@@ -67,19 +55,26 @@ from kopf_scheduler.metrics.recorder import (
     SCHEDULED_RESULT,
     SUCCESS,
     UNSCHEDULABLE_RESULT,
-    WAITING_ON_PREEMPTION_RESULT,
     MetricsRecorder,
     NoopMetrics,
 )
-from kopf_scheduler.queue.interface import HintsMap, SchedulingQueue
+from kopf_scheduler.queue.interface import SchedulingQueue
+from kopf_scheduler.scheduler.cycle import (
+    SCHEDULER_ERROR,
+    UNSCHEDULABLE,
+    Failure,
+    Outcome,
+    ScheduleResult,
+    failure_on,
+    unfit,
+)
+from kopf_scheduler.scheduler.profiles import ProfileSet
+from kopf_scheduler.scheduler.schedule_one_podgroup import PodGroupCycle
 
 __all__ = [
+    "EVENT_WORKERS",
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
-    "MetricsRecorder",
-    "NoopMetrics",
-    "ProfileSet",
-    "ScheduleResult",
     "Scheduler",
     "num_feasible_nodes_to_find",
 ]
@@ -92,9 +87,6 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 # (watch.DropIfChannelFull): events are best-effort and must never hold binding back.
 MAX_QUEUED_EVENTS = 1000
 EVENT_WORKERS = 4
-UNSCHEDULABLE = "Unschedulable"
-SCHEDULER_ERROR = "SchedulerError"
-POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"  # the reference's errPodGroupUnschedulable
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -111,260 +103,14 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int, globa
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def _natural_key(name: str) -> tuple[Any, ...]:
-    """"m-2" before "m-10": members created in the same second keep their numbering's order."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
-def _rfc3339(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(int(seconds), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _validate_pod_group(group: PodGroup, members: list[QueuedPodInfo]) -> str | None:
-    """``validatePodGroup``: one schedulerName, the group's priority and one preemption policy."""
-    first = members[0].pod
-    for qpi in members:
-        pod = qpi.pod
-        if pod.scheduler_name != first.scheduler_name:
-            return (
-                "all pods in a single pod group should have the same .spec.schedulerName set, "
-                f'got: "{pod.scheduler_name}" and "{first.scheduler_name}"'
-            )
-        if pod.priority != group.priority:
-            return (
-                "all pods in a single pod group should have the same priority as the pod group's "
-                f"priority, got {pod.priority} and {group.priority}"
-            )
-        if pod.preemption_policy != first.preemption_policy:
-            return (
-                "all pods in a single pod group should have the same preemption policy, "
-                f"got {pod.preemption_policy} and {first.preemption_policy}"
-            )
-    return None
-
-
-# --- profiles -----------------------------------------------------------------------------------
-
-
-class ProfileSet:
-    """Frameworks by schedulerName; a profile can be swapped or removed between cycles.
-
-    Without any SchedulerProfile the default profile for ``kopf-scheduler`` exists; removing a
-    custom ``kopf-scheduler`` profile restores that default.
-    """
-
-    def __init__(
-        self,
-        specs: Iterable[SchedulerProfileSpec] = (),
-        registry: Registry | None = None,
-        *,
-        with_default: bool = True,
-        services: FrameworkServices | None = None,
-    ) -> None:
-        self.registry = registry
-        self.with_default = with_default
-        self.services = services
-        self.frameworks: dict[str, Framework] = {}
-        self._queue: SchedulingQueue | None = None
-        specs = list(specs)
-        if with_default and not any(s.scheduler_name == DEFAULT_SCHEDULER_NAME for s in specs):
-            specs.insert(0, default_profile(DEFAULT_SCHEDULER_NAME, registry))
-        for spec in specs:
-            self.set(spec)
-
-    def bind(self, services: FrameworkServices, queue: SchedulingQueue) -> None:
-        """Build every framework (present and future) with the scheduler's services as its
-        Handle, and configure ``queue`` from them. Frameworks built before are rebuilt: a
-        plugin's handle is fixed at its construction."""
-        self.services = services
-        self._queue = queue
-        for name, fw in list(self.frameworks.items()):
-            self.frameworks[name] = self._replacing(fw, services.build(fw.profile, self.registry))
-        self._configure_queue()
-
-    def set(self, spec: SchedulerProfileSpec) -> Framework:
-        services = self.services if self.services is not None else FrameworkServices()
-        fw = services.build(spec, self.registry)
-        old = self.frameworks.get(spec.scheduler_name)
-        self.frameworks[spec.scheduler_name] = self._replacing(old, fw) if old is not None else fw
-        self._configure_queue()
-        return fw
-
-    @staticmethod
-    def _replacing(old: Framework, new: Framework) -> Framework:
-        """``new`` takes over the pods waiting at Permit under ``old`` (their binding cycles still
-        run with ``old``): a pod deleted meanwhile is still found and rejected, and the new
-        profile's Permit plugins see them as the old one's did."""
-        new.waiting_pods = old.waiting_pods
-        return new
-
-    def remove(self, name: str) -> None:
-        old = self.frameworks.pop(name, None)
-        if name == DEFAULT_SCHEDULER_NAME and self.with_default:
-            fw = self.set(default_profile(DEFAULT_SCHEDULER_NAME, self.registry))
-            if old is not None:
-                self._replacing(old, fw)
-        else:
-            self._configure_queue()
-
-    def get(self, name: str) -> Framework | None:
-        return self.frameworks.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.frameworks
-
-    def names(self) -> list[str]:
-        return list(self.frameworks)
-
-    def _configure_queue(self) -> None:
-        queue = self._queue
-        if queue is None or not self.frameworks:
-            return
-        frameworks = self.frameworks
-        hints = {name: fw.queueing_hints() for name, fw in frameworks.items()}
-
-        def pre_enqueue(pod: Pod) -> list[PreEnqueuePlugin]:
-            fw = frameworks.get(pod.scheduler_name)
-            return fw.pre_enqueue_plugins if fw is not None else []
-
-        def hints_for(pod: Pod) -> HintsMap:
-            return hints.get(pod.scheduler_name, {})
-
-        queue.set_pre_enqueue(pre_enqueue)
-        # Every profile's map lets the queue skip events no plugin registered without walking its pool.
-        queue.set_hints(hints_for, hints.values())
-        first = next(iter(frameworks.values()))
-        if first.queue_sort_plugins:
-            queue.set_less(first.queue_sort_less())
-
-
 # --- the scheduler ------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ScheduleResult:
-    suggested_host: str
-    evaluated_nodes: int
-    feasible_nodes: int
-
-
-@dataclass(slots=True)
-class _Failure:
-    status: Status
-    error: BaseException | None = None
-    nominating: str | None = None  # None: leave the nomination; "": clear; name: nominate
-    post_filter: PostFilterResult | None = None
-
-
-def _unfit(state: CycleState, fit: FitError) -> _Failure:
-    """No node and no PostFilter: in a pod group's cycle the group's decides at its end (the
-    nomination is left); otherwise there is no preemption and a nomination left is cleared."""
-    nominating = None if state.pod_group_cycle else ""
-    return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating=nominating)
-
-
-def _algorithm_error(pod: Pod, exc: NoNodesAvailable | FrameworkError) -> _Failure:
+def _algorithm_error(pod: Pod, exc: NoNodesAvailable | FrameworkError) -> Failure:
     if isinstance(exc, NoNodesAvailable):
-        return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc, nominating="")
+        return Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc, nominating="")
     log.error("error selecting node for pod %s: %s", pod.key, exc)
-    return _Failure(exc.status, exc, nominating="")
-
-
-def _failure_on(pod: Pod, host: str, status: Status) -> _Failure:
-    """A pod's failure on its chosen node after Reserve or Permit said no: a rejection reads as a
-    FitError over that one node, anything else is the error itself."""
-    if status.is_rejected():
-        diag = Diagnosis()
-        diag.node_to_status.set(host, status)
-        diag.add_plugin_status(status)
-        fit = FitError(pod, 1, diag)
-        return _Failure(Status(status.code, str(fit)), fit, nominating="")
-    return _Failure(status, None, nominating="")
-
-
-_Outcome = tuple[ScheduleResult, Pod] | _Failure
-_Placed = tuple[QueuedPodInfo, CycleState, _Outcome]  # a member, its cycle's state, where it went
-
-
-class _PodGroupSimulation:
-    """``PodGroupSimulation`` on the scheduler's snapshot for one group's PostFilter. A row is
-    replaced by an edited copy (so the snapshot's per-row arrays follow), and :meth:`restore`
-    puts the cache's copies of the touched rows back (the reference's Start/EndMutations)."""
-
-    def __init__(
-        self, sched: Scheduler, fw: Framework, group: PodGroup, members: list[QueuedPodInfo]
-    ) -> None:
-        self._sched = sched
-        self._fw = fw
-        self._group = group
-        self._members = members
-        self._touched: set[str] = set()
-
-    def _edit(self, node_name: str, edit: Callable[[NodeInfo], object]) -> None:
-        snapshot = self._sched.snapshot
-        i = snapshot.index.get(node_name)
-        if i is None:
-            return
-        info = snapshot.node_infos[i].clone()
-        edit(info)
-        snapshot.replace(i, info)
-        self._touched.add(node_name)
-
-    def remove_pod(self, pod: Pod) -> None:
-        self._edit(pod.node_name, lambda info: info.remove_pod(pod))
-
-    def add_pod(self, pod: Pod) -> None:
-        self._edit(pod.node_name, lambda info: info.add_pod(pod))
-
-    def assume(self, assignment: ProposedAssignment) -> Status | None:
-        assumed = dataclasses.replace(assignment.pod, node_name=assignment.node_name)
-        self.add_pod(assumed)
-        return self._fw.run_reserve_plugins_reserve(assignment.state, assumed, assignment.node_name)
-
-    def forget(self, assignment: ProposedAssignment) -> None:
-        assumed = dataclasses.replace(assignment.pod, node_name=assignment.node_name)
-        self._fw.run_reserve_plugins_unreserve(assignment.state, assumed, assignment.node_name)
-        self.remove_pod(assumed)
-
-    def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
-        """The group's algorithm on the edited snapshot, members placed there only (not in the
-        cache), every placement undone before returning."""
-        sched, fw = self._sched, self._fw
-        placed: list[ProposedAssignment] = []
-
-        async def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
-            pod = qpi.pod
-            try:  # on the edited snapshot, without the extenders (this runs inside a plugin)
-                result = sched.schedule_pod(fw, state, pod, dry_run=True)
-            except NoNodesAvailable as exc:
-                return _Failure(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc)), exc)
-            except FrameworkError as exc:
-                return _Failure(exc.status, exc)
-            except FitError as fit:
-                return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit)
-            assignment = ProposedAssignment(pod, result.suggested_host, state)
-            status = self.assume(assignment)
-            if not is_success(status):  # as the real cycle: undone, and the member fails on that node
-                assert status is not None
-                self.forget(assignment)
-                return _failure_on(pod, assignment.node_name, status)
-            placed.append(assignment)
-            return result, dataclasses.replace(pod, node_name=assignment.node_name)
-
-        try:
-            outcomes, status = run_now(sched._pod_group_algorithm(fw, self._group, self._members, place))
-        finally:
-            for assignment in reversed(placed):
-                self.forget(assignment)
-        assignments = [
-            ProposedAssignment(qpi.pod, "" if isinstance(out, _Failure) else out[0].suggested_host, state)
-            for qpi, state, out in outcomes
-        ]
-        return assignments, status
-
-    def restore(self) -> None:
-        self._sched.cache.restore_snapshot_nodes(self._sched.snapshot, self._touched)
-        self._touched.clear()
+    return Failure(exc.status, exc, nominating="")
 
 
 class Scheduler:
@@ -415,6 +161,7 @@ class Scheduler:
         self._event_workers = 0
         self.events_dropped = 0
         self._stop = asyncio.Event()
+        self._pod_group_cycle = PodGroupCycle(self)
         # Optional (``run --explain-annotation``): called with each FitError, writes a summary.
         self.on_fit_error: Callable[[str, Pod, FitError], Coroutine[Any, Any, None]] | None = None
         profiles.bind(
@@ -484,7 +231,7 @@ class Scheduler:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
 
@@ -518,7 +265,7 @@ class Scheduler:
                     member.unschedulable_plugins = {gate}
                     self.queue.add_unschedulable_if_not_present(member, self.queue.scheduling_cycle)
                 return True
-            await self._schedule_pod_group(fw, members)
+            await self._pod_group_cycle.schedule(fw, members)
             return True
         if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
             self.queue.done(pod.uid)
@@ -535,23 +282,29 @@ class Scheduler:
         except Exception as exc:  # past the framework's per-plugin guards: a bug, this pod's alone
             log.exception("scheduling cycle of %s failed", pod.key)
             outcome = self._abandon_cycle(fw, state, pod, exc)
-        if isinstance(outcome, _Failure):
-            self._handle_failure(fw, qpi, outcome, start)
+        if isinstance(outcome, Failure):
+            self.handle_failure(fw, qpi, outcome, start)
         else:
             result, assumed = outcome
-            self._spawn(self._run_binding_cycle(state, fw, qpi, result, assumed, start), f"binding {pod.key}")
+            self.start_binding_cycle(state, fw, qpi, result, assumed, start)
         return True
+
+    async def scheduling_cycle(self, state: CycleState, fw: Framework, qpi: QueuedPodInfo) -> Outcome:
+        """A pod group member's scheduling cycle (``state.pod_group_cycle``: Permit waits for the group)."""
+        if self.extenders:
+            return await self._extended_scheduling_cycle(state, fw, qpi, self.clock())
+        return self._scheduling_cycle(state, fw, qpi, self.clock())
 
     def _scheduling_cycle(
         self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, start: float
-    ) -> tuple[ScheduleResult, Pod] | _Failure:
+    ) -> tuple[ScheduleResult, Pod] | Failure:
         pod: Pod = qpi.pod
         try:  # the reference's schedulingAlgorithm: node selection and PostFilter
             try:
                 result = self.schedule_pod(fw, state, pod)
             except FitError as fit:
                 if state.pod_group_cycle or not fw.has_post_filter_plugins():
-                    return _unfit(state, fit)
+                    return unfit(state, fit)
                 pf_result, pf_status = fw.run_post_filter_plugins(state, pod, fit.diagnosis.node_to_status)
                 return self._post_filtered(pod, fit, pf_result, pf_status)
             except (NoNodesAvailable, FrameworkError) as exc:
@@ -562,7 +315,7 @@ class Scheduler:
 
     async def _extended_scheduling_cycle(
         self, state: CycleState, fw: Framework, qpi: QueuedPodInfo, start: float
-    ) -> tuple[ScheduleResult, Pod] | _Failure:
+    ) -> tuple[ScheduleResult, Pod] | Failure:
         """:meth:`_scheduling_cycle` with the HTTP extenders: filtered and scored by them too, their
         preemption verbs asked in PostFilter (the reference's order, ``schedule_one.go``)."""
         pod: Pod = qpi.pod
@@ -571,7 +324,7 @@ class Scheduler:
                 result = await self.schedule_pod_with_extenders(fw, state, pod)
             except FitError as fit:
                 if state.pod_group_cycle or not fw.has_post_filter_plugins():
-                    return _unfit(state, fit)
+                    return unfit(state, fit)
                 statuses = fit.diagnosis.node_to_status
                 pf_result, pf_status = await fw.run_post_filter_plugins_with_extenders(state, pod, statuses)
                 return self._post_filtered(pod, fit, pf_result, pf_status)
@@ -583,7 +336,7 @@ class Scheduler:
 
     def _post_filtered(
         self, pod: Pod, fit: FitError, pf_result: PostFilterResult | None, pf_status: Status
-    ) -> _Failure:
+    ) -> Failure:
         fit.diagnosis.post_filter_msg = pf_status.message
         if pf_status.code == Code.ERROR:
             log.error("PostFilter failed for pod %s: %s", pod.key, pf_status.message)
@@ -591,326 +344,52 @@ class Scheduler:
             self.metrics.preemption_victims(len(pf_result.victims))
         # None: leave the nomination; PostFilterResult("") clears it; a name nominates.
         nominating = pf_result.nominated_node_name if pf_result is not None else None
-        return _Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
+        return Failure(Status(Code.UNSCHEDULABLE, str(fit)), fit, nominating, pf_result)
 
     def _assume_reserve_permit(
         self, state: CycleState, fw: Framework, pod: Pod, result: ScheduleResult
-    ) -> tuple[ScheduleResult, Pod] | _Failure:
+    ) -> tuple[ScheduleResult, Pod] | Failure:
         host = result.suggested_host
         assumed = dataclasses.replace(pod, node_name=host)
         try:
             self.cache.assume_pod(assumed)
         except Exception as exc:
-            return _Failure(Status.as_error(exc), exc, nominating="")
+            return Failure(Status.as_error(exc), exc, nominating="")
         self.nominator.delete_nominated_pod_if_exists(assumed)
 
         status = fw.run_reserve_plugins_reserve(state, assumed, host)
         if not is_success(status):
             assert status is not None
-            return self._undo_assume(fw, state, pod, assumed, host, status)
+            return self.undo_assume(fw, state, pod, assumed, host, status)
         if state.pod_group_cycle:
             return result, assumed  # Permit runs once the whole group is placed
         status = fw.run_permit_plugins(state, assumed, host)
         if status is not None and not status.is_wait() and not status.is_success():
-            return self._undo_assume(fw, state, pod, assumed, host, status)
+            return self.undo_assume(fw, state, pod, assumed, host, status)
         return result, assumed
 
-    def _undo_assume(
+    def undo_assume(
         self, fw: Framework, state: CycleState, pod: Pod, assumed: Pod, host: str, status: Status
-    ) -> _Failure:
+    ) -> Failure:
         fw.run_reserve_plugins_unreserve(state, assumed, host)
-        self._forget(assumed)
-        return _failure_on(pod, host, status)
+        self.forget(assumed)
+        return failure_on(pod, host, status)
 
-    def _abandon_cycle(self, fw: Framework, state: CycleState, pod: Pod, exc: Exception) -> _Failure:
+    def _abandon_cycle(self, fw: Framework, state: CycleState, pod: Pod, exc: Exception) -> Failure:
         """A cycle that raised: whatever it assumed is unreserved (Unreserve must bear being called
         for what was never reserved) and forgotten, and the pod fails with the error."""
         assumed = self.cache.get_pod(pod.uid) if self.cache.is_assumed(pod.uid) else None
         if assumed is not None:
             fw.run_reserve_plugins_unreserve(state, assumed, assumed.node_name)
-            self._forget(assumed)
+            self.forget(assumed)
         fw.waiting_pods.pop(pod.uid, None)
-        return _Failure(Status.as_error(exc), exc, nominating="")
+        return Failure(Status.as_error(exc), exc, nominating="")
 
-    def _forget(self, assumed: Pod) -> None:
+    def forget(self, assumed: Pod) -> None:
         try:
             self.cache.forget_pod(assumed)
         except Exception:
             log.exception("forgetting assumed pod %s failed", assumed.key)
-
-    # -- pod groups (schedule_one_podgroup.go) --
-
-    async def _schedule_pod_group(self, fw: Framework, qpis: list[QueuedPodInfo]) -> None:
-        """One cycle for a whole pod group: place members one by one on the same snapshot (each
-        assumed and reserved so the next sees it) while PlacementFeasible says the group can still
-        make it; bind them all if it does, else undo every placement, let the group's PostFilter
-        (workload-aware preemption) try, and requeue them all."""
-        start = self.clock()
-        head = qpis[0].pod
-        groups = fw.pod_groups
-        group = groups.get(head.namespace, head.pod_group) if groups is not None else None
-        members: list[QueuedPodInfo] = []
-        for qpi in qpis:
-            if qpi.pod.deletion_timestamp or self.cache.is_assumed(qpi.uid):
-                self.queue.done(qpi.uid)
-            else:
-                members.append(qpi)
-        if not members:
-            return
-        if group is None or groups is None:  # deleted since PreEnqueue let the members in
-            err = RuntimeError(f'pod group "{head.pod_group}" not found')
-            for qpi in members:
-                self._handle_failure(fw, qpi, _Failure(Status.as_error(err), err, nominating=""), start)
-            return
-        members.sort(key=lambda q: (q.pod.creation_timestamp, _natural_key(q.pod.name)))
-        problem = _validate_pod_group(group, members)
-        if problem is not None:
-            for qpi in members:
-                failure = _Failure(Status(Code.ERROR, problem), None, nominating="")
-                self._handle_failure(fw, qpi, failure, start)
-            self._set_pod_group_condition(group, "False", SCHEDULER_ERROR, problem)
-            self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
-            return
-
-        async def place(state: CycleState, qpi: QueuedPodInfo) -> _Outcome:
-            if self.extenders:
-                return await self._extended_scheduling_cycle(state, fw, qpi, self.clock())
-            return self._scheduling_cycle(state, fw, qpi, self.clock())
-
-        outcomes, group_status = await self._pod_group_algorithm(fw, group, members, place)
-        self.metrics.pod_group_algorithm(self.clock() - start)
-        if is_success(group_status):
-            self._submit_pod_group(fw, group, outcomes, start)
-            return
-        assert group_status is not None
-        self._undo_pod_group(fw, outcomes)
-        untried_msg = group_status.message
-        preemption: PodGroupPostFilterResult | None = None
-        if group_status.code == Code.UNSCHEDULABLE:
-            pf_result, pf_status = self._pod_group_post_filter(fw, group, members)
-            if pf_status.code == Code.ERROR:
-                group_status = pf_status
-            else:
-                group_status.reasons.append(pf_status.message)
-                if is_success(pf_status):
-                    preemption = pf_result or PodGroupPostFilterResult()
-        self._reject_pod_group(fw, group, members, outcomes, group_status, untried_msg, preemption, start)
-
-    async def _pod_group_algorithm(
-        self,
-        fw: Framework,
-        group: PodGroup,
-        members: list[QueuedPodInfo],
-        place: Callable[[CycleState, QueuedPodInfo], Awaitable[_Outcome]],
-    ) -> tuple[list[_Placed], Status | None]:
-        """``podGroupSchedulingAlgorithm``: members in order through ``place`` (which assumes and
-        reserves what it places), PlacementFeasible before and after each. The status is the
-        group's: success, Unschedulable with PlacementFeasible's reasons, or an error. It waits
-        only on ``place`` (on extenders)."""
-        groups = fw.pod_groups
-        assert groups is not None
-        scheduled = groups.scheduled_count(group.namespace, group.name)
-        outcomes: list[_Placed] = []
-        group_status = fw.run_placement_feasible_plugins(group, PlacementProgress(scheduled, len(members)))
-        if group_status is not None and group_status.code == Code.ERROR:
-            msg = f"failed to evaluate placement feasibility: {group_status.message}"
-            return outcomes, Status(Code.ERROR, msg)
-        if group_status is None or not group_status.is_rejected():
-            remaining = len(members)
-            any_scheduled = False
-            for qpi in members:
-                state = CycleState()
-                state.pod_group_cycle = True
-                state.record_plugin_metrics = self.metrics.sample_plugin_metrics()
-                outcome = await place(state, qpi)
-                outcomes.append((qpi, state, outcome))
-                placed = not isinstance(outcome, _Failure)
-                if isinstance(outcome, _Failure) and not outcome.status.is_rejected():
-                    msg = f"failed to schedule other pod from a pod group: {outcome.status.message}"
-                    return outcomes, Status(Code.ERROR, msg)
-                remaining -= 1
-                scheduled += placed
-                progress = PlacementProgress(scheduled, remaining)
-                group_status = fw.run_placement_feasible_plugins(group, progress)
-                if group_status is not None and group_status.code == Code.ERROR:
-                    msg = f"failed to evaluate placement feasibility: {group_status.message}"
-                    return outcomes, Status(Code.ERROR, msg)
-                if group_status is not None and group_status.is_rejected():
-                    break
-                any_scheduled = any_scheduled or placed
-            if group_status is not None and group_status.is_wait():
-                group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
-            elif is_success(group_status) and not any_scheduled:
-                group_status = Status(Code.UNSCHEDULABLE)
-        if group_status is not None and group_status.is_rejected():
-            group_status = Status(Code.UNSCHEDULABLE, *group_status.reasons)
-        return outcomes, group_status
-
-    def _pod_group_post_filter(
-        self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo]
-    ) -> tuple[PodGroupPostFilterResult | None, Status]:
-        """The group's PostFilter on the snapshot without this cycle's placements; whatever its
-        plugins change there is put back from the cache afterwards."""
-        self.cache.update_snapshot(self.snapshot)  # the placements were just undone in the cache
-        simulation = _PodGroupSimulation(self, fw, group, members)
-        try:
-            return fw.run_pod_group_post_filter_plugins(group, [q.pod for q in members], simulation)
-        finally:
-            simulation.restore()
-
-    def _undo_pod_group(self, fw: Framework, outcomes: list[_Placed]) -> None:
-        """Unreserve and forget every placement of a failed group cycle, last first."""
-        for qpi, state, outcome in reversed(outcomes):
-            if isinstance(outcome, _Failure):
-                continue
-            result, assumed = outcome
-            fw.run_reserve_plugins_unreserve(state, assumed, result.suggested_host)
-            self._forget(assumed)
-            if qpi.pod.nominated_node_name:  # assuming dropped its nomination: give it back
-                self.nominator.add_nominated_pod(qpi.pod, qpi.pod.nominated_node_name)
-        if fw.batch is not None and outcomes:
-            # Its list was scored around placements now undone; only the last node would be
-            # re-scored. (The reference keeps it; a freed node would stay out of its hints.)
-            fw.batch.reset()
-
-    def _submit_pod_group(
-        self, fw: Framework, group: PodGroup, outcomes: list[_Placed], start: float
-    ) -> None:
-        """The group is placed: Permit and bind its placed members, requeue the rest on their own."""
-        for qpi, state, outcome in outcomes:
-            if isinstance(outcome, _Failure):
-                self._handle_failure(fw, qpi, outcome, start)
-                continue
-            result, assumed = outcome
-            state.pod_group_cycle = False
-            host = result.suggested_host
-            status = fw.run_permit_plugins(state, assumed, host)
-            if status is not None and not status.is_wait() and not status.is_success():
-                failure = self._undo_assume(fw, state, qpi.pod, assumed, host, status)
-                self._handle_failure(fw, qpi, failure, start)
-                continue
-            binding = self._run_binding_cycle(state, fw, qpi, result, assumed, start)
-            self._spawn(binding, f"binding {assumed.key}")
-        self._set_pod_group_condition(group, "True", "Scheduled", "")
-        self.metrics.pod_group_attempt(SCHEDULED_RESULT, fw.profile_name, self.clock() - start)
-
-    def _reject_pod_group(
-        self,
-        fw: Framework,
-        group: PodGroup,
-        members: list[QueuedPodInfo],
-        outcomes: list[_Placed],
-        group_status: Status,
-        untried_msg: str,
-        preemption: PodGroupPostFilterResult | None,
-        start: float,
-    ) -> None:
-        """Fail every member (its placement already undone): those placed with "pod group is
-        unschedulable, " and the group's message, those that found no node with their own, those
-        not tried with the group's message as it was before the group's PostFilter (the reference
-        fills their results in before it runs). With ``preemption`` the members are nominated
-        where it placed them and the victims are evicted in the background."""
-        own = {qpi.uid: outcome for qpi, _, outcome in outcomes if isinstance(outcome, _Failure)}
-        placed = {qpi.uid for qpi, _, outcome in outcomes if not isinstance(outcome, _Failure)}
-        nominations = preemption.nominations if preemption is not None else {}
-        error = group_status.code == Code.ERROR
-        # The group is marked as preempting before its members are requeued, so PreEnqueue holds
-        # them while the evictions are sent (as the reference marks it within its PostFilter).
-        evictions = None
-        if preemption is not None and preemption.victims and not error:
-            evictions = self._start_pod_group_preemption(fw, group, members, preemption)
-        group_msg = group_status.message
-        try:  # the evictions run whatever happens here: else the group stays held
-            for qpi in members:
-                failure = own.get(qpi.uid)
-                if error:
-                    if failure is None or failure.status.code != Code.ERROR:
-                        failure = _Failure(group_status, None, nominating="")
-                elif qpi.uid in placed:
-                    msg = f"{POD_GROUP_UNSCHEDULABLE}, {group_msg}" if group_msg else POD_GROUP_UNSCHEDULABLE
-                    failure = _Failure(Status(Code.UNSCHEDULABLE, msg), None, nominating="")
-                elif failure is None:
-                    status = Status(Code.UNSCHEDULABLE, untried_msg or POD_GROUP_UNSCHEDULABLE)
-                    failure = _Failure(status, None, nominating="")
-                elif failure.nominating is None:
-                    failure.nominating = ""
-                if not error and qpi.uid in nominations:
-                    failure.nominating = nominations[qpi.uid]
-                self._handle_failure(fw, qpi, failure, start, group_member=True)
-        finally:
-            if evictions is not None:
-                self._spawn(evictions, f"preemption for pod group {group.key}")
-        if error:
-            self._set_pod_group_condition(group, "False", SCHEDULER_ERROR, group_msg)
-            self.metrics.pod_group_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
-            return
-        self._set_pod_group_condition(group, "False", UNSCHEDULABLE, group_msg)
-        result = WAITING_ON_PREEMPTION_RESULT if preemption is not None else UNSCHEDULABLE_RESULT
-        self.metrics.pod_group_attempt(result, fw.profile_name, self.clock() - start)
-
-    def _start_pod_group_preemption(
-        self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo], result: PodGroupPostFilterResult
-    ) -> Coroutine[Any, Any, None] | None:
-        """Mark the group as preempting (its members are held at PreEnqueue) and return the
-        evictions to run in the background, as the reference's asynchronous group preemption."""
-        self.metrics.workload_preemption_victims(len(result.victims), result.disruptions)
-        victims = [v for v in result.victims if not v.deletion_timestamp]
-        if not victims:
-            return None
-        plugins = [
-            p for p in fw.pod_group_post_filter_plugins if isinstance(p, AsyncPodGroupPreemptionPlugin)
-        ]
-        for p in plugins:
-            p.pod_group_preemption_started(group.key)
-        scheduler_name = members[0].pod.scheduler_name
-        message = f"{scheduler_name}: preempting to accommodate a higher priority podgroup"
-        plugins_name = fw.pod_group_post_filter_plugins[0].name
-
-        async def evict() -> None:
-            try:
-                outcomes = await asyncio.gather(
-                    *(self._preempt_victim(fw, v, group, message, plugins_name) for v in victims),
-                    return_exceptions=True,
-                )
-                for victim, out in zip(victims, outcomes, strict=True):
-                    if isinstance(out, BaseException) and not isinstance(out, NotFound):
-                        log.error("evicting %s for pod group %s failed: %s", victim.key, group.key, out)
-            finally:
-                for p in plugins:
-                    p.pod_group_preemption_finished(group.key)
-                # Held by PreEnqueue meanwhile, nothing else would move them: let them go to
-                # finish their backoff, as the reference's group does.
-                self.queue.release([m.pod for m in members], EVENT_FORCE_ACTIVATE.label)
-
-        return evict()
-
-    def _set_pod_group_condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
-        """``PodGroupInitiallyScheduled`` as ``apimeta.SetStatusCondition`` would set it; never back
-        from True, and no write when nothing changes."""
-        existing = group.condition(POD_GROUP_INITIALLY_SCHEDULED)
-        if existing is not None and existing.get("status") == "True" and status != "True":
-            return
-        cond: dict[str, Any] = {"type": POD_GROUP_INITIALLY_SCHEDULED, "status": status, "reason": reason}
-        cond["message"] = message
-        if group.generation:
-            cond["observedGeneration"] = group.generation
-        if existing is not None and existing.get("status") == status:
-            cond["lastTransitionTime"] = existing.get("lastTransitionTime")
-            if all(existing.get(k) == v for k, v in cond.items()):
-                return
-        else:
-            cond["lastTransitionTime"] = _rfc3339(time.time())
-        conditions = [c for c in group.conditions if c.get("type") != POD_GROUP_INITIALLY_SCHEDULED]
-        conditions.append(cond)
-        self._spawn(self._write_pod_group_conditions(group, conditions), f"condition of PodGroup {group.key}")
-
-    async def _write_pod_group_conditions(self, group: PodGroup, conditions: list[Mapping[str, Any]]) -> None:
-        try:
-            await self.client.set_pod_group_conditions(group.namespace, group.name, conditions)
-        except NotFound:
-            pass
-        except ApiError as exc:
-            log.warning("updating the status of PodGroup %s failed: %s", group.key, exc)
 
     # -- the algorithm --
 
@@ -1186,11 +665,11 @@ class Scheduler:
 
     # -- failures --
 
-    def _handle_failure(
+    def handle_failure(
         self,
         fw: Framework,
         qpi: QueuedPodInfo,
-        failure: _Failure,
+        failure: Failure,
         start: float,
         *,
         group_member: bool = False,
@@ -1230,12 +709,12 @@ class Scheduler:
                 self.nominator.add_nominated_pod(pod, nominating)
             else:
                 self.nominator.delete_nominated_pod_if_exists(pod)
-        self._spawn(self._report_failure(pod, reason, message, nominating), f"reporting failure of {pod.key}")
+        self.spawn(self._report_failure(pod, reason, message, nominating), f"reporting failure of {pod.key}")
         if self.on_fit_error is not None and isinstance(err, FitError):
-            self._spawn(self.on_fit_error(fw.profile_name, pod, err), f"annotating {pod.key}")
+            self.spawn(self.on_fit_error(fw.profile_name, pod, err), f"annotating {pod.key}")
         if preemption is not None and pf is not None:
             plugins, victims = preemption
-            self._spawn(self._preempt(fw, pod, pf, plugins, victims), f"preemption for {pod.key}")
+            self.spawn(self._preempt(fw, pod, pf, plugins, victims), f"preemption for {pod.key}")
 
     async def _report_failure(self, pod: Pod, reason: str, message: str, nominating: str | None) -> None:
         # The full message: the edge truncates the event note to the apiserver's limit, not us.
@@ -1280,7 +759,7 @@ class Scheduler:
         try:
             failed = not await self._clear_lower_priority_nominations(pod, node)
             outcomes = await asyncio.gather(
-                *(self._preempt_victim(fw, v, pod, message) for v in victims), return_exceptions=True
+                *(self.preempt_victim(fw, v, pod, message) for v in victims), return_exceptions=True
             )
             for victim, out in zip(victims, outcomes, strict=True):
                 if isinstance(out, BaseException) and not isinstance(out, NotFound):
@@ -1301,7 +780,7 @@ class Scheduler:
         fw = self.profiles.get(pod.scheduler_name)
         return fw is not None and fw.reject_waiting_pod(pod.uid)
 
-    async def _preempt_victim(
+    async def preempt_victim(
         self, fw: Framework, victim: Pod, preemptor: Pod | PodGroup, message: str, plugin: str = ""
     ) -> bool:
         """A victim waiting on Permit is rejected instead of deleted, as the reference does;
@@ -1336,6 +815,18 @@ class Scheduler:
         return ok
 
     # -- binding cycle --
+
+    def start_binding_cycle(
+        self,
+        state: CycleState,
+        fw: Framework,
+        qpi: QueuedPodInfo,
+        result: ScheduleResult,
+        assumed: Pod,
+        start: float,
+    ) -> None:
+        """The binding cycle of a placed pod, in the background (the reference's goroutine)."""
+        self.spawn(self._run_binding_cycle(state, fw, qpi, result, assumed, start), f"binding {assumed.key}")
 
     async def _run_binding_cycle(
         self,
@@ -1476,7 +967,7 @@ class Scheduler:
         self._scheduled_events.append((pod, host))
         if self._event_workers < self._event_workers_max:
             self._event_workers += 1
-            self._spawn(self._post_scheduled_events(), "posting Scheduled events")
+            self.spawn(self._post_scheduled_events(), "posting Scheduled events")
 
     async def _post_scheduled_events(self) -> None:
         """One worker: post queued events until none is left (then end, so nothing lingers)."""
@@ -1527,7 +1018,7 @@ class Scheduler:
     ) -> None:
         """``handleBindingCycleError``: undo the reservation, then requeue unless the pod is gone/bound."""
         fw.run_reserve_plugins_unreserve(state, assumed, host)
-        self._forget(assumed)
+        self.forget(assumed)
         if isinstance(error, Conflict):  # bound already (another replica, or ourselves before a retry)
             log.info("pod %s is already bound: %s", assumed.key, error)
             self.metrics.schedule_attempt(ERROR_RESULT, fw.profile_name, self.clock() - start)
@@ -1538,13 +1029,13 @@ class Scheduler:
             self.queue.done(assumed.uid)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
             return
-        failure = _Failure(status, error, nominating="")
+        failure = Failure(status, error, nominating="")
         if status.is_rejected():
-            self._handle_failure(fw, qpi, failure, start)
+            self.handle_failure(fw, qpi, failure, start)
             uid = assumed.uid
             self.queue.move_all_to_active_or_backoff(
                 EVENT_ASSIGNED_POD_DELETE, assumed, None, lambda p: p.uid != uid
             )
         else:
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
-            self._handle_failure(fw, qpi, failure, start)
+            self.handle_failure(fw, qpi, failure, start)

@@ -1,0 +1,108 @@
+"""The profiles a scheduler serves (the reference's ``profile.Map``): a framework per schedulerName,
+built with the scheduler's services, the queue configured from them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
+from kopf_scheduler.framework.interface import PreEnqueuePlugin
+from kopf_scheduler.framework.profiles import default_profile
+from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.framework.runtime import Framework, FrameworkServices
+from kopf_scheduler.queue.interface import HintsMap, SchedulingQueue
+
+__all__ = ["ProfileSet"]
+
+
+class ProfileSet:
+    """Frameworks by schedulerName; a profile can be swapped or removed between cycles.
+
+    Without any SchedulerProfile the default profile for ``kopf-scheduler`` exists; removing a
+    custom ``kopf-scheduler`` profile restores that default.
+    """
+
+    def __init__(
+        self,
+        specs: Iterable[SchedulerProfileSpec] = (),
+        registry: Registry | None = None,
+        *,
+        with_default: bool = True,
+        services: FrameworkServices | None = None,
+    ) -> None:
+        self.registry = registry
+        self.with_default = with_default
+        self.services = services
+        self.frameworks: dict[str, Framework] = {}
+        self._queue: SchedulingQueue | None = None
+        specs = list(specs)
+        if with_default and not any(s.scheduler_name == DEFAULT_SCHEDULER_NAME for s in specs):
+            specs.insert(0, default_profile(DEFAULT_SCHEDULER_NAME, registry))
+        for spec in specs:
+            self.set(spec)
+
+    def bind(self, services: FrameworkServices, queue: SchedulingQueue) -> None:
+        """Build every framework (present and future) with the scheduler's services as its
+        Handle, and configure ``queue`` from them. Frameworks built before are rebuilt: a
+        plugin's handle is fixed at its construction."""
+        self.services = services
+        self._queue = queue
+        for name, fw in list(self.frameworks.items()):
+            self.frameworks[name] = self._replacing(fw, services.build(fw.profile, self.registry))
+        self._configure_queue()
+
+    def set(self, spec: SchedulerProfileSpec) -> Framework:
+        services = self.services if self.services is not None else FrameworkServices()
+        fw = services.build(spec, self.registry)
+        old = self.frameworks.get(spec.scheduler_name)
+        self.frameworks[spec.scheduler_name] = self._replacing(old, fw) if old is not None else fw
+        self._configure_queue()
+        return fw
+
+    @staticmethod
+    def _replacing(old: Framework, new: Framework) -> Framework:
+        """``new`` takes over the pods waiting at Permit under ``old`` (their binding cycles still
+        run with ``old``): a pod deleted meanwhile is still found and rejected, and the new
+        profile's Permit plugins see them as the old one's did."""
+        new.waiting_pods = old.waiting_pods
+        return new
+
+    def remove(self, name: str) -> None:
+        old = self.frameworks.pop(name, None)
+        if name == DEFAULT_SCHEDULER_NAME and self.with_default:
+            fw = self.set(default_profile(DEFAULT_SCHEDULER_NAME, self.registry))
+            if old is not None:
+                self._replacing(old, fw)
+        else:
+            self._configure_queue()
+
+    def get(self, name: str) -> Framework | None:
+        return self.frameworks.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.frameworks
+
+    def names(self) -> list[str]:
+        return list(self.frameworks)
+
+    def _configure_queue(self) -> None:
+        queue = self._queue
+        if queue is None or not self.frameworks:
+            return
+        frameworks = self.frameworks
+        hints = {name: fw.queueing_hints() for name, fw in frameworks.items()}
+
+        def pre_enqueue(pod: Pod) -> list[PreEnqueuePlugin]:
+            fw = frameworks.get(pod.scheduler_name)
+            return fw.pre_enqueue_plugins if fw is not None else []
+
+        def hints_for(pod: Pod) -> HintsMap:
+            return hints.get(pod.scheduler_name, {})
+
+        queue.set_pre_enqueue(pre_enqueue)
+        # Every profile's map lets the queue skip events no plugin registered without walking its pool.
+        queue.set_hints(hints_for, hints.values())
+        first = next(iter(frameworks.values()))
+        if first.queue_sort_plugins:
+            queue.set_less(first.queue_sort_less())
