@@ -23,7 +23,7 @@ __all__ = ["kubectl_plugin", "main"]
 _COMMANDS = {
     "run": ("kopf_scheduler.cluster.run", "run the scheduler against a cluster (kubeconfig or in-cluster)"),
     "simulate": ("kopf_scheduler.simulatetool", "offline what-if scheduling of YAML/JSON objects"),
-    "explain": ("kopf_scheduler.explain.command", "why a pod is (not) scheduled: per node and plugin, live"),
+    "explain": ("kopf_scheduler.explaintool", "why a pod is (not) scheduled: per node and plugin, live"),
     "playground": ("kopf_scheduler_workbench.playground", "start a local control plane and schedule a demo"),
     "controlplane": (
         "kopf_scheduler_workbench.controlplane",

@@ -9,8 +9,8 @@ from typing import Any
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.eventhandlers import EventHandlers
-from kopf_scheduler.explain.annotation import fit_summary
 from kopf_scheduler.framework.diagnosis import FitError
+from kopf_scheduler.framework.fit_summary import fit_summary
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler.profiles import ProfileSet
 from kopf_scheduler.scheduler.schedule_one import Scheduler
@@ -28,8 +28,7 @@ def _fail(nodes: list[Any], pod: Pod, limit: int = 4096) -> tuple[dict[str, Any]
     async def go() -> str:
         cache, queue, client = Cache(), PriorityQueue(), FakeClusterClient()
         profiles = ProfileSet()
-        sched = Scheduler(cache, queue, client, profiles)
-        sched.on_fit_error = hook
+        sched = Scheduler(cache, queue, client, profiles, on_fit_error=hook)
         handlers = EventHandlers(cache, queue, lambda _: True)
         for n in nodes:
             handlers.add_node(n)

@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cluster.apiclient import ApiClient
-from kopf_scheduler.explain.annotation import ANNOTATION, fit_summary
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.diagnosis import FitError
+from kopf_scheduler.framework.fit_summary import ANNOTATION, fit_summary
 
 __all__ = ["annotator"]
 

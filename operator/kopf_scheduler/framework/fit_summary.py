@@ -5,6 +5,9 @@ annotations, but aggregated: per Filter plugin, each reason and how many nodes g
 PreFilter and PostFilter (preemption) messages. Counting instead of listing nodes keeps it small on
 any cluster; it is cut to :data:`MAX_BYTES` by dropping the rarest reasons (``truncated`` says how
 many). ``kopf-scheduler explain`` gives the full per-node view.
+
+Beside :class:`~kopf_scheduler.framework.diagnosis.FitError`, whose message it summarizes another way:
+pure, so the edge that writes it (``cluster/explain_annotation.py``) imports no offline room.
 """
 
 from __future__ import annotations
