@@ -178,15 +178,13 @@ def _resources_from_files(paths: Sequence[str]) -> list[Mapping[str, Any]]:
     return out
 
 
-async def _resources_from_cluster(kubeconfig: str | None, context: str | None) -> list[Mapping[str, Any]]:
+async def _resources_from_cluster(kubeconfig: str | None, context: str | None) -> list[dict[str, Any]]:
     from kopf_scheduler.cluster.apiclient import ApiClient
     from kopf_scheduler.cluster.connection import load_credentials
 
-    out: list[Mapping[str, Any]] = []
     async with ApiClient(load_credentials(kubeconfig, context)) as api:
-        async for page, _ in api.list_pages(PROFILES_PATH):
-            out.extend(page)
-    return out
+        items, _ = await api.list_all(PROFILES_PATH)
+    return items
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

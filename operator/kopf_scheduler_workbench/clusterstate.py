@@ -8,7 +8,6 @@ Apart from :mod:`kopf_scheduler_workbench.testing.invariants` so that the checke
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 from kopf_scheduler.cluster.apiclient import ApiClient
@@ -22,10 +21,8 @@ __all__ = ["fetch_state", "fetch_state_async"]
 async def fetch_state_async(api: ApiClient) -> ClusterState:
     """Pods, nodes, namespaces, events, DeviceClasses, ResourceClaims and PodGroups, listed once."""
 
-    async def listing(path: str) -> list[Mapping[str, Any]]:
-        items: list[Mapping[str, Any]] = []
-        async for page, _ in api.list_pages(path):
-            items.extend(page)
+    async def listing(path: str) -> list[dict[str, Any]]:
+        items, _ = await api.list_all(path)
         return items
 
     try:

@@ -491,6 +491,18 @@ class ApiClient:
                 return
             query["continue"] = token
 
+    async def list_all(
+        self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every item of a list, its pages followed by their continue tokens, and the list's
+        resourceVersion (the last page's: what a watch of the same collection starts from)."""
+        items: list[dict[str, Any]] = []
+        version = ""
+        async for page, page_version in self.list_pages(path, params, page_size):
+            items.extend(page)
+            version = page_version
+        return items, version
+
     async def watch(
         self,
         path: str,

@@ -332,7 +332,12 @@ class Informer(Generic[T]):
         self.synced.set()
 
     async def _list_pages(self, params: Mapping[str, str]) -> tuple[set[str], str]:
-        """Every page ingested (upserts only); the keys seen and the listing's resourceVersion."""
+        """Every page ingested (upserts only); the keys seen and the listing's resourceVersion.
+
+        Page by page rather than ``ApiClient.list_all``: each page is ingested (parsed, upserted)
+        while the next one is fetched (one page ahead), so parsing a 50,000-pod listing overlaps
+        its transfer instead of waiting for the last page.
+        """
         pages: asyncio.Queue[tuple[list[dict[str, Any]], str] | BaseException | None] = asyncio.Queue(
             maxsize=1
         )

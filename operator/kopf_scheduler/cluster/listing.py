@@ -41,9 +41,7 @@ class ClusterListing:
 
 
 async def _list(api: ApiClient, resource: ResourceKind) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    async for page, _ in api.list_pages(resource.path, resource.params):
-        items.extend(page)
+    items, _ = await api.list_all(resource.path, resource.params)
     return items
 
 

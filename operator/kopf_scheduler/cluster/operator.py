@@ -334,10 +334,8 @@ class SchedulerRuntime:
         """
         delay = 0.1
         for attempt in range(attempts):
-            items: list[Mapping[str, Any]] = []
             try:
-                async for page, _ in self.api.list_pages(PROFILES_PATH):
-                    items.extend(page)
+                items, _ = await self.api.list_all(PROFILES_PATH)
             except NotFound:
                 logger.warning(
                     "The SchedulerProfile CRD is not installed; only the built-in default is served"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -181,7 +181,7 @@ class ProfileController:
             logger.info("SchedulerProfile %s deleted: %s no longer served by it", name, dropped)
         self._notify(before)
 
-    async def resync(self, items: list[Mapping[str, Any]]) -> None:
+    async def resync(self, items: Sequence[Mapping[str, Any]]) -> None:
         """After a full listing (start, leadership acquired): drop vanished resources, apply the rest.
 
         Oldest first, so a schedulerName conflict resolves the same way in every replica.

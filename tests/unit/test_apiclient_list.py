@@ -1,0 +1,55 @@
+"""ApiClient.list_all: every page of a list followed by its continue token, and the list's
+resourceVersion, against a hand-written server on a real loopback socket (test_http11's)."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import kopf
+import pytest
+import test_http11
+from test_http11 import Server, ok
+
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.framework.client import NotFound
+
+server = pytest.fixture(test_http11.server.__wrapped__, name="server")  # type: ignore[attr-defined]
+
+PAGE_1 = (
+    b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5","continue":"c1"},'
+    b'"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}'
+)
+PAGE_2 = (
+    b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},'
+    b'"items":[{"metadata":{"name":"c"}}]}'
+)
+NOT_FOUND = b'{"kind":"Status","code":404,"reason":"NotFound","message":"the server could not find it"}'
+
+
+def _api(server: Server) -> ApiClient:
+    return ApiClient(Credentials(kopf.ConnectionInfo(server=server.url, token="t")))
+
+
+def _query(target: bytes) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(target.decode()).query)
+
+
+async def test_list_all_follows_continue_tokens_and_returns_the_last_pages_version(server: Server) -> None:
+    server.handlers += [ok(PAGE_1, "200 OK"), ok(PAGE_2, "200 OK")]
+    async with _api(server) as api:
+        items, version = await api.list_all("/api/v1/pods", {"fieldSelector": "spec.nodeName="}, page_size=2)
+    assert [i["metadata"]["name"] for i in items] == ["a", "b", "c"]
+    assert all((i["kind"], i["apiVersion"]) == ("Pod", "v1") for i in items)  # stamped from the list
+    assert version == "7"
+    first, second = (_query(p) for p in server.paths())
+    assert first == {"fieldSelector": ["spec.nodeName="], "limit": ["2"]}
+    assert second == {"fieldSelector": ["spec.nodeName="], "limit": ["2"], "continue": ["c1"]}
+
+
+async def test_list_all_raises_the_error_of_a_page(server: Server) -> None:
+    server.handlers += [ok(NOT_FOUND, "404 Not Found")]
+    async with _api(server) as api:
+        with pytest.raises(NotFound):
+            await api.list_all("/apis/scheduling.k8s.io/v1beta1/podgroups")
+    assert len(server.seen) == 1
