@@ -24,7 +24,7 @@ from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.queue.nominator import Nominator
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
 from kopf_scheduler.scheduler.profiles import ProfileSet
-from kopf_scheduler.scheduler.schedule_one import EVENT_WORKERS, Scheduler
+from kopf_scheduler.scheduler.schedule_one import EVENT_WORKERS, FitErrorHook, Scheduler
 
 __all__ = ["Engine", "new_engine"]
 
@@ -53,20 +53,25 @@ def new_engine(
     event_workers: int = EVENT_WORKERS,
     opportunistic_batching: bool = True,
     extenders: Sequence[Extender] = (),
+    with_default: bool = True,
+    on_fit_error: FitErrorHook | None = None,
 ) -> Engine:
     """Build an engine around ``client``.
 
-    ``profiles`` are added to the default ``kopf-scheduler`` profile (unless one replaces it).
+    ``profiles`` are added to the default ``kopf-scheduler`` profile (unless one replaces it);
+    ``with_default=False`` serves ``profiles`` alone, as a KubeSchedulerConfiguration does.
     ``is_responsible`` picks the unassigned pods that are ours (default: a profile serves the
     pod's schedulerName). ``objects`` is what plugins read as ``handle.objects`` (default: the
     cache's, filled through the event handlers; simulate passes its inputs' objects).
     ``extenders`` are the HTTP extenders (the edge builds them from a KubeSchedulerConfiguration:
     ``cluster.extender.build_extenders``), fixed for the engine's lifetime as in the reference.
+    ``on_fit_error`` is spawned after each FitError's report (``run --explain-annotation``).
+    Every hook is wired here, at construction: nothing is attached to the parts afterwards.
     """
     recorder = metrics if metrics is not None else NoopMetrics()
     cache = Cache()
     queue = PriorityQueue(nominator=Nominator(), metrics=recorder)
-    profile_set = ProfileSet(profiles, registry)
+    profile_set = ProfileSet(profiles, registry, with_default=with_default)
     scheduler = Scheduler(
         cache,
         queue,
@@ -79,6 +84,7 @@ def new_engine(
         objects=objects if objects is not None else cache.objects,
         opportunistic_batching=opportunistic_batching,
         extenders=extenders,
+        on_fit_error=on_fit_error,
     )
     if is_responsible is None:
 

@@ -28,7 +28,7 @@ from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config import features
 from kopf_scheduler.config import kubescheduler as ks
-from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, ProfileError, SchedulerProfileSpec
+from kopf_scheduler.config.profile import ProfileError, SchedulerProfileSpec
 from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.profiles import load_profile, profiles_from_config
 from kopf_scheduler.memory_client import MemoryClusterClient
@@ -41,7 +41,6 @@ __all__ = [
     "documents_to_inputs",
     "feature_gates",
     "load_documents",
-    "restrict_profiles",
     "simulate",
 ]
 
@@ -84,15 +83,6 @@ class Inputs:
     # SchedulerProfiles on top), as ``run --config`` serves them.
     config: ks.KubeSchedulerConfiguration | None = None
     serve_default: bool = True  # the built-in kopf-scheduler profile, when nothing replaces it
-
-
-def restrict_profiles(profile_set: Any, inputs: Inputs) -> None:
-    """Drop the built-in kopf-scheduler profile where a KubeSchedulerConfiguration says what is served."""
-    if inputs.serve_default:
-        return
-    profile_set.with_default = False
-    if not any(p.scheduler_name == DEFAULT_SCHEDULER_NAME for p in inputs.profiles):
-        profile_set.remove(DEFAULT_SCHEDULER_NAME)
 
 
 def _docs(paths: Sequence[str]) -> list[tuple[str, Any]]:
@@ -297,8 +287,8 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
         objects=inputs.objects,
         rng=random.Random(seed),
         opportunistic_batching=features.current().enabled("OpportunisticBatching"),
+        with_default=inputs.serve_default,
     )
-    restrict_profiles(engine.profiles, inputs)
     cache, queue, profiles, sched, handlers = (
         engine.cache,
         engine.queue,

@@ -28,8 +28,7 @@ def _fail(nodes: list[Any], pod: Pod, limit: int = 4096) -> tuple[dict[str, Any]
     async def go() -> str:
         cache, queue, client = Cache(), PriorityQueue(), FakeClusterClient()
         profiles = ProfileSet()
-        sched = Scheduler(cache, queue, client, profiles)
-        sched.on_fit_error = hook
+        sched = Scheduler(cache, queue, client, profiles, on_fit_error=hook)
         handlers = EventHandlers(cache, queue, lambda _: True)
         for n in nodes:
             handlers.add_node(n)

@@ -641,6 +641,32 @@ async def test_a_replica_that_may_not_act_sends_no_bind() -> None:
     assert server.calls == []
 
 
+async def test_the_runtime_builds_the_files_extenders_fenced_by_its_lead() -> None:
+    """The fence is a constructor parameter (nothing sets it afterwards): a replica that does not
+    hold the lead sends no bind through the extenders the operator's runtime built."""
+    import kopf
+
+    from kopf_scheduler.cluster.connection import Credentials
+    from kopf_scheduler.cluster.operator import Options, SchedulerRuntime
+
+    async with ExtenderServer(bind=lambda args: {"Error": ""}) as server:
+        configured = HTTPExtender(ExtenderConfig(server.url, bind_verb="bind"))
+        creds = Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:9", token="t0k"))
+        runtime = SchedulerRuntime(Options(metrics_port=None, extenders=(configured,)), credentials=creds)
+        try:
+            (ext,) = runtime.extenders
+            assert ext.config is configured.config
+            assert ext.name == server.url
+            with pytest.raises(ExtenderError, match="this replica does not hold the lead"):
+                await ext.bind(make_pod("p"), "n1")
+        finally:
+            await ext.close()
+            await runtime.api.close()
+            if runtime.election_api is not None:
+                await runtime.election_api.close()
+    assert server.calls == []
+
+
 async def test_a_gangs_members_go_through_the_extenders_too() -> None:
     """A pod group's cycle places each member with the extenders' filter: the gang of 3 fits only on
     the nodes the extender keeps, and binds there whole."""

@@ -432,7 +432,7 @@ class HTTPExtender:
     def __init__(self, config: ExtenderConfig, fence: Callable[[], bool] | None = None) -> None:
         self.config = config
         # The lead's fence (cluster/leader.py): a bind is a write, even when the extender makes it.
-        self.fence = fence
+        self._fence = fence
         self._url_prefix = config.url_prefix
         self._timeout = config.http_timeout or DEFAULT_EXTENDER_TIMEOUT
         self._managed = frozenset(name for name, _ in config.managed_resources)
@@ -486,7 +486,7 @@ class HTTPExtender:
     async def bind(self, pod: Pod, node_name: str) -> None:
         if not self.config.bind_verb:
             raise ExtenderError("unexpected empty bindVerb in extender")
-        if self.fence is not None and not self.fence():
+        if self._fence is not None and not self._fence():
             raise ExtenderError(f"{self.config.bind_verb}: not sent, this replica does not hold the lead")
         parse_binding_result(await self._send(self.config.bind_verb, bind_args(pod, node_name)))
 

@@ -41,7 +41,7 @@ from kopf_scheduler.cluster.profiles import ProfileController
 from kopf_scheduler.cluster.ratelimit import ClientThrottle, TokenBucket
 from kopf_scheduler.cluster.serving import Endpoints, SecureServing
 from kopf_scheduler.cluster.supervise import supervise
-from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
+from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound
 
 __all__ = ["Options", "SchedulerRuntime", "configure"]
@@ -183,12 +183,17 @@ class SchedulerRuntime:
         )
         if options.kube_api_qps:
             self.api.rate_limiter = ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
-        for extender in options.extenders:  # an extender's bind is a write too
-            extender.fence = self.leader.may_act
+        # An extender's bind is a write too: the file's extenders, each fenced by the lead.
+        self.extenders = tuple(HTTPExtender(e.config, fence=self.leader.may_act) for e in options.extenders)
         # Every write of the engine is fenced by the lead: nothing leaves a replica that may not act.
         self.client = InstrumentedClient(
             self.api, instance=f"kopf-scheduler-{options.identity}", fence=self.leader.may_act
         )
+        on_fit_error = None
+        if options.explain_annotation:
+            from kopf_scheduler.cluster.explain_annotation import annotator
+
+            on_fit_error = annotator(self.api)
         engine = new_engine(
             self.client,
             options.profiles or (),
@@ -197,22 +202,17 @@ class SchedulerRuntime:
             parallel_binds=options.parallel_binds,
             event_workers=options.event_workers,
             opportunistic_batching=options.opportunistic_batching,
-            extenders=options.extenders,
+            extenders=self.extenders,
+            # A file's profiles are all there is, as in kube-scheduler.
+            with_default=options.profiles is None,
+            on_fit_error=on_fit_error,
         )
         self.cache = engine.cache
         self.queue = engine.queue
         self.profiles = engine.profiles
-        if options.profiles is not None:  # a file's profiles are all there is, as in kube-scheduler
-            self.profiles.with_default = False
-            if not any(p.scheduler_name == DEFAULT_SCHEDULER_NAME for p in options.profiles):
-                self.profiles.remove(DEFAULT_SCHEDULER_NAME)
         self.scheduler = engine.scheduler
         self.handlers = engine.handlers
         metrics.SCHEDULER.watch_pending_pods(self.queue.pending_pods)
-        if options.explain_annotation:
-            from kopf_scheduler.cluster.explain_annotation import annotator
-
-            self.scheduler.on_fit_error = annotator(self.api)
         self.controller = ProfileController(
             self.profiles,
             self.write_profile_status,
@@ -497,7 +497,7 @@ class SchedulerRuntime:
         await self.api.close()
         if self.election_api is not None:
             await self.election_api.close()
-        for extender in self.options.extenders:
+        for extender in self.extenders:
             await extender.close()
         metrics.stop(self._server)
         if self.options.secure_serving is not None:

@@ -28,7 +28,7 @@ from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.interface import Code, CycleState, Status, is_success
 from kopf_scheduler.framework.runtime import FrameworkError
 from kopf_scheduler.memory_client import MemoryClusterClient
-from kopf_scheduler.simulate import Inputs, restrict_profiles
+from kopf_scheduler.simulate import Inputs
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
@@ -113,8 +113,13 @@ class World:
         self.inputs = inputs
         # Never written to: nothing here binds, reports or evicts.
         client = MemoryClusterClient(objects=inputs.objects)
-        engine = new_engine(client, inputs.profiles, objects=inputs.objects, rng=random.Random(0))
-        restrict_profiles(engine.profiles, inputs)
+        engine = new_engine(
+            client,
+            inputs.profiles,
+            objects=inputs.objects,
+            rng=random.Random(0),
+            with_default=inputs.serve_default,
+        )
         self.cache = engine.cache
         self.queue = engine.queue
         self.profiles = engine.profiles

@@ -32,7 +32,7 @@ class ProfileSet:
         services: FrameworkServices | None = None,
     ) -> None:
         self.registry = registry
-        self.with_default = with_default
+        self._with_default = with_default
         self.services = services
         self.frameworks: dict[str, Framework] = {}
         self._queue: SchedulingQueue | None = None
@@ -70,7 +70,7 @@ class ProfileSet:
 
     def remove(self, name: str) -> None:
         old = self.frameworks.pop(name, None)
-        if name == DEFAULT_SCHEDULER_NAME and self.with_default:
+        if name == DEFAULT_SCHEDULER_NAME and self._with_default:
             fw = self.set(default_profile(DEFAULT_SCHEDULER_NAME, self.registry))
             if old is not None:
                 self._replacing(old, fw)

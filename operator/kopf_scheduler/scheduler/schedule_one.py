@@ -75,6 +75,7 @@ __all__ = [
     "EVENT_WORKERS",
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
+    "FitErrorHook",
     "Scheduler",
     "num_feasible_nodes_to_find",
 ]
@@ -87,6 +88,10 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 # (watch.DropIfChannelFull): events are best-effort and must never hold binding back.
 MAX_QUEUED_EVENTS = 1000
 EVENT_WORKERS = 4
+
+# Called with the profile's name, the pod and its FitError after each such failure's report
+# (``run --explain-annotation`` writes a summary on the pod).
+FitErrorHook = Callable[[str, Pod, FitError], Coroutine[Any, Any, None]]
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -133,6 +138,7 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         opportunistic_batching: bool = True,
         extenders: Sequence[Extender] = (),
+        on_fit_error: FitErrorHook | None = None,
     ) -> None:
         self.cache = cache
         # HTTP extenders (``extenders[]`` of a KubeSchedulerConfiguration), in the reference's
@@ -163,7 +169,7 @@ class Scheduler:
         self._stop = asyncio.Event()
         self._pod_group_cycle = PodGroupCycle(self)
         # Optional (``run --explain-annotation``): called with each FitError, writes a summary.
-        self.on_fit_error: Callable[[str, Pod, FitError], Coroutine[Any, Any, None]] | None = None
+        self._on_fit_error = on_fit_error
         profiles.bind(
             FrameworkServices(
                 snapshot=self.snapshot,
@@ -710,8 +716,8 @@ class Scheduler:
             else:
                 self.nominator.delete_nominated_pod_if_exists(pod)
         self.spawn(self._report_failure(pod, reason, message, nominating), f"reporting failure of {pod.key}")
-        if self.on_fit_error is not None and isinstance(err, FitError):
-            self.spawn(self.on_fit_error(fw.profile_name, pod, err), f"annotating {pod.key}")
+        if self._on_fit_error is not None and isinstance(err, FitError):
+            self.spawn(self._on_fit_error(fw.profile_name, pod, err), f"annotating {pod.key}")
         if preemption is not None and pf is not None:
             plugins, victims = preemption
             self.spawn(self._preempt(fw, pod, pf, plugins, victims), f"preemption for {pod.key}")
