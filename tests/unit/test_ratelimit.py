@@ -82,8 +82,8 @@ async def test_api_client_requests_keep_the_rate_on_a_real_socket() -> None:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    api = ApiClient(Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t")))
-    api.rate_limiter = TokenBucket(100, 10)
+    credentials = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t"))
+    api = ApiClient(credentials, rate_limiter=TokenBucket(100, 10))
     try:
         started = time.monotonic()
         await asyncio.gather(*(api.request("GET", f"/api/v1/namespaces/n{i}") for i in range(30)))
@@ -98,3 +98,28 @@ async def test_api_client_requests_keep_the_rate_on_a_real_socket() -> None:
     assert offsets[-1] >= 0.19
     # Any 0.1 s window sees at most burst + 10 arrivals.
     assert max(sum(1 for t in offsets if s <= t < s + 0.1) for s in offsets) <= 20
+
+
+@pytest.mark.parametrize("qps", [None, 20.0])
+async def test_the_runtime_gives_each_client_its_bucket_at_construction(qps: float | None) -> None:
+    """clientConnection.qps/burst: the main client's two buckets (requests, events) and the leader
+    election's own bucket, as kube-scheduler's clientsets; no --kube-api-qps: no client-side limit."""
+    from kopf_scheduler.cluster.operator import Options, SchedulerRuntime
+
+    credentials = Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:1", token="t"))
+    runtime = SchedulerRuntime(
+        Options(metrics_port=None, identity="unit", kube_api_qps=qps, kube_api_burst=30), credentials
+    )
+    try:
+        main, election = runtime.api.rate_limiter, runtime.election_api and runtime.election_api.rate_limiter
+        if qps is None:
+            assert main is None and election is None
+        else:
+            assert isinstance(main, ClientThrottle) and isinstance(election, TokenBucket)
+            buckets = [main.requests, main.events, election]
+            assert [(b.qps, b.burst) for b in buckets] == [(20.0, 30)] * 3
+            assert len({id(b) for b in buckets}) == 3  # none shares another's tokens
+    finally:
+        await runtime.api.close()
+        if runtime.election_api is not None:
+            await runtime.election_api.close()

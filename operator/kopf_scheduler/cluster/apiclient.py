@@ -160,9 +160,6 @@ class ApiClient:
     """A thin async apiserver client: requests, paginated lists and watch streams."""
 
     pool_class: type[Http11Pool] = Http11Pool  # the lean pool (a benchmark swaps in variants)
-    # clientConnection.qps/burst: every attempt of a request or listing takes a token first, as
-    # client-go's tryThrottle (cluster/ratelimit.py). None: no client-side limit.
-    rate_limiter: Throttle | None = None
 
     def __init__(
         self,
@@ -175,6 +172,7 @@ class ApiClient:
         max_retries: int = MAX_RETRIES,
         max_retry_wait: float = 30.0,
         write_fence: Callable[[], bool] | None = None,
+        rate_limiter: Throttle | None = None,
     ) -> None:
         self.credentials = credentials
         self.server = credentials.server
@@ -184,6 +182,9 @@ class ApiClient:
         # Asked before a write is sent again after a wait: False (this replica no longer holds
         # the lead) fails it with the last error instead.
         self.write_fence = write_fence
+        # clientConnection.qps/burst: every attempt of a request or listing takes a token first, as
+        # client-go's tryThrottle (cluster/ratelimit.py). None: no client-side limit.
+        self.rate_limiter = rate_limiter
         self._limit = asyncio.Semaphore(max_in_flight)
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None

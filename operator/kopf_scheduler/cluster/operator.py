@@ -170,19 +170,23 @@ class SchedulerRuntime:
                 max_in_flight=4,
                 request_timeout=timing.renew_deadline / 2,
                 user_agent="kopf-scheduler/leader-election",
+                # A bucket of its own too, as the reference's lock has with its own client.
+                rate_limiter=TokenBucket(options.kube_api_qps, options.kube_api_burst or 0)
+                if options.kube_api_qps
+                else None,
             )
-            if options.kube_api_qps:  # the reference's lock has a client (and a bucket) of its own
-                bucket = TokenBucket(options.kube_api_qps, options.kube_api_burst or 0)
-                self.election_api.rate_limiter = bucket
             priority = options.priority if options.priority is not None else start_priority()
             store = ApiPeeringStore(self.election_api, options.peering)
             self.leader = LeaderGate(store, options.identity, priority, timing)
         # A write waiting out a Retry-After is not sent once the lead is lost meanwhile.
         self.api = ApiClient(
-            self.credentials, max_in_flight=options.max_in_flight, write_fence=self.leader.may_act
+            self.credentials,
+            max_in_flight=options.max_in_flight,
+            write_fence=self.leader.may_act,
+            rate_limiter=ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
+            if options.kube_api_qps
+            else None,
         )
-        if options.kube_api_qps:
-            self.api.rate_limiter = ClientThrottle(options.kube_api_qps, options.kube_api_burst or 0)
         # An extender's bind is a write too: the file's extenders, each fenced by the lead.
         self.extenders = tuple(HTTPExtender(e.config, fence=self.leader.may_act) for e in options.extenders)
         # Every write of the engine is fenced by the lead: nothing leaves a replica that may not act.
