@@ -638,6 +638,10 @@ def _merge_set(default: Mapping[str, Any], custom: Mapping[str, Any]) -> dict[st
 def merge_plugins(
     custom: Mapping[str, Any] | None, gates: features.FeatureGates | None = None
 ) -> dict[str, Any]:
+    """mergePlugins of the v1 defaulting: the defaults with ``custom`` merged in, point by point.
+
+    The one implementation: a SchedulerProfile's plugins (``profile.merge_plugins``) merge here too.
+    """
     default = default_plugins(gates)
     if custom is None:
         return default

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from kopf_scheduler.config import features
+from kopf_scheduler.config import features, kubescheduler
 
 __all__ = [
     "DEFAULT_MULTI_POINT",
@@ -279,46 +279,20 @@ class ProfileError(ValueError):
 # --- defaults and merging -----------------------------------------------------------------------
 
 
-def _default_plugins() -> Plugins:
-    """getDefaultPlugins under the process's feature gates (``features.current``)."""
-    return Plugins(
-        multi_point=PluginSet(
-            enabled=[PluginRef(name=n, weight=w) for n, w in features.default_multi_point()]
-        )
-    )
-
-
-def _merge_set(default: PluginSet, custom: PluginSet) -> PluginSet:
-    """The reference's mergePluginSet: replace defaults in place, append the rest, honour disables."""
-    disabled = [PluginRef(name=p.name) for p in custom.disabled] + [
-        PluginRef(name=p.name) for p in default.disabled
-    ]
-    disabled_names = {p.name for p in disabled}
-    custom_index = {p.name: i for i, p in enumerate(custom.enabled)}
-    replaced: set[int] = set()
-    enabled: list[PluginRef] = []
-    if "*" not in disabled_names:
-        for plugin in default.enabled:
-            if plugin.name in disabled_names:
-                continue
-            i = custom_index.get(plugin.name)
-            if i is not None:
-                plugin = custom.enabled[i]
-                replaced.add(i)
-            enabled.append(plugin.model_copy())
-    enabled.extend(p.model_copy() for i, p in enumerate(custom.enabled) if i not in replaced)
-    return PluginSet(enabled=enabled, disabled=disabled)
+_POINTS = tuple(field.alias or name for name, field in Plugins.model_fields.items())
 
 
 def merge_plugins(custom: Plugins | None) -> Plugins:
-    """Defaults merged with the profile's plugins (idempotent: merging twice changes nothing)."""
-    default = _default_plugins()
-    if custom is None:
-        return default
-    merged = {
-        name: _merge_set(getattr(default, name), getattr(custom, name)) for name in Plugins.model_fields
-    }
-    return Plugins(**merged)
+    """Defaults merged with the profile's plugins (idempotent: merging twice changes nothing).
+
+    The reference's v1 mergePlugins, written once (``kubescheduler.merge_plugins``, on the v1 shape a
+    KubeSchedulerConfiguration decodes to) under the process's feature gates (``features.current``);
+    a profile's validated plugins take the same path as a file's.
+    """
+    raw = None if custom is None else custom.model_dump(by_alias=True, exclude_none=True)
+    merged = kubescheduler.merge_plugins(raw)
+    # The v1 file has points a profile does not carry (placementGenerate, ...): left empty by both.
+    return Plugins.model_validate({point: merged.get(point) or {} for point in _POINTS})
 
 
 def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:
