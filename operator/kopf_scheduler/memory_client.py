@@ -10,12 +10,23 @@ the PV controller and the external provisioner, so VolumeBinding's PreBind sees 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
+from kopf_scheduler.api.storage import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    ClaimRef,
+    PersistentVolume,
+    PersistentVolumeClaim,
+)
 from kopf_scheduler.framework.client import Conflict, NotFound
 
 __all__ = ["MemoryClusterClient", "RecordedEvent"]
@@ -98,7 +109,7 @@ class MemoryClusterClient:
         if self.objects is None:
             return
         for claim_key, pv_name in claims:
-            pvc = self.objects.get("PersistentVolumeClaim", {}).get(claim_key)
+            pvc = kinds.objects_of(self.objects, kinds.PERSISTENT_VOLUME_CLAIM).get(claim_key)
             if pvc is None:
                 continue
             if pv_name:
@@ -185,63 +196,56 @@ class MemoryClusterClient:
         self._version += 1
         return f"sim-{self._version}"
 
-    def _bind(self, pvc: dict[str, Any], pv_name: str, *, by_controller: bool) -> None:
+    def _bind(self, pvc: PersistentVolumeClaim, pv_name: str, *, by_controller: bool) -> None:
         """What the PV controller does: PV claimRef, then PVC volumeName + bind-completed.
 
-        New dicts replace the old ones, as a watch would deliver new objects.
+        New views replace the old ones, as a watch would deliver new objects.
         """
         assert self.objects is not None
-        pvs = self.objects.setdefault("PersistentVolume", {})
-        pvcs = self.objects.setdefault("PersistentVolumeClaim", {})
-        meta = pvc.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-        pv = copy.deepcopy(pvs.get(pv_name) or {"apiVersion": "v1", "kind": "PersistentVolume"})
-        pv_meta = pv.setdefault("metadata", {})
-        pv_meta["name"] = pv_name
-        pv_meta["resourceVersion"] = self._next_version()
+        pvs = self.objects.setdefault(kinds.PERSISTENT_VOLUME.kind, {})
+        pvcs = self.objects.setdefault(kinds.PERSISTENT_VOLUME_CLAIM.kind, {})
+        meta = pvc.metadata
+        pv = pvs.get(pv_name) or PersistentVolume(ObjectMeta(name=pv_name))
+        pv_annotations = dict(pv.metadata.annotations)
         if by_controller:
-            pv_meta.setdefault("annotations", {})["pv.kubernetes.io/bound-by-controller"] = "yes"
-        pv.setdefault("spec", {})["claimRef"] = {
-            "kind": "PersistentVolumeClaim",
-            "apiVersion": "v1",
-            "namespace": meta.get("namespace") or "default",
-            "name": meta.get("name", ""),
-            "uid": meta.get("uid", ""),
-        }
-        pv["status"] = {"phase": "Bound"}
-        pvs[pv_name] = pv
-        new = copy.deepcopy(pvc)
-        new_meta = new.setdefault("metadata", {})
-        new_meta["resourceVersion"] = self._next_version()
-        annotations = new_meta.setdefault("annotations", {})
-        annotations["pv.kubernetes.io/bind-completed"] = "yes"
+            pv_annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
+        pvs[pv_name] = dataclasses.replace(
+            pv,
+            metadata=dataclasses.replace(
+                pv.metadata, resource_version=self._next_version(), annotations=pv_annotations
+            ),
+            claim_ref=ClaimRef(meta.name, meta.namespace, meta.uid),
+            phase="Bound",
+        )
+        annotations = {**meta.annotations, ANN_BIND_COMPLETED: "yes"}
         if by_controller:
-            annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
-        new.setdefault("spec", {})["volumeName"] = pv_name
-        new["status"] = {**(new.get("status") or {}), "phase": "Bound"}
-        pvcs[key] = new
+            annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
+        pvcs[pvc.key] = dataclasses.replace(
+            pvc,
+            metadata=dataclasses.replace(
+                meta, resource_version=self._next_version(), annotations=annotations
+            ),
+            volume_name=pv_name,
+            phase="Bound",
+        )
 
-    def _provision(self, pvc: dict[str, Any], node_name: str) -> None:
+    def _provision(self, pvc: PersistentVolumeClaim, node_name: str) -> None:
         """Selected-node annotation, then an external provisioner's PV (no node affinity) and binding."""
         assert self.objects is not None
-        meta = pvc.get("metadata") or {}
-        spec = pvc.get("spec") or {}
-        selected = copy.deepcopy(pvc)
-        selected.setdefault("metadata", {}).setdefault("annotations", {})[
-            "volume.kubernetes.io/selected-node"
-        ] = node_name
-        pv_name = f"pvc-{meta.get('uid') or meta.get('name', '')}"
-        storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
-        self.objects.setdefault("PersistentVolume", {})[pv_name] = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": pv_name},
-            "spec": {
-                "capacity": {"storage": storage},
-                "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
-                "storageClassName": spec.get("storageClassName") or "",
-            },
-        }
+        meta = pvc.metadata
+        selected = dataclasses.replace(
+            pvc,
+            metadata=dataclasses.replace(
+                meta, annotations={**meta.annotations, ANN_SELECTED_NODE: node_name}
+            ),
+        )
+        pv_name = f"pvc-{meta.uid or meta.name}"
+        self.objects.setdefault(kinds.PERSISTENT_VOLUME.kind, {})[pv_name] = PersistentVolume(
+            ObjectMeta(name=pv_name),
+            class_name=pvc.class_name,
+            capacity=pvc.requested_storage,
+            access_modes=pvc.access_modes or frozenset({"ReadWriteOnce"}),
+        )
         self._bind(selected, pv_name, by_controller=False)
 
     def failed_messages(self, key: str) -> list[str]:

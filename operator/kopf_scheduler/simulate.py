@@ -135,10 +135,10 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
             elif kind == "RuntimeClass":
                 admission.add_runtime_class(doc)
             elif kind == "StorageClass":
-                admission.add_storage_class(doc)
+                admission.add_storage_class(kinds.STORAGE_CLASS.parse(doc))
             elif kind == "LimitRange":
                 admission.add_limit_range(doc)
-        except AdmissionError as exc:
+        except (AdmissionError, ObjectError) as exc:
             raise SimulationError(f"{label}: {exc}") from None
     for where, doc in docs:
         kind = doc.get("kind")
@@ -188,7 +188,9 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
                     parse_pod_group(obj)  # a malformed group is the input's error, named here
                 if kind == "StorageClass" and not obj.get("volumeBindingMode"):
                     obj["volumeBindingMode"] = "Immediate"  # the apiserver's default
-                inputs.objects.setdefault(kind, {})[key] = obj
+                # The typed view, parsed once here as the informers do; a malformed object is the
+                # input's error, named with its document.
+                inputs.objects.setdefault(kind, {})[key] = kinds.by_name(kind).parse(obj)
             else:
                 raise SimulationError(f"{label}: kind: unsupported kind {kind!r}")
         except AdmissionError as exc:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.storage import StorageClass
 
 __all__ = [
     "HIGHEST_USER_DEFINABLE_PRIORITY",
@@ -103,7 +104,7 @@ class Admission:
     def __init__(self) -> None:
         self.priority_classes: dict[str, PriorityClass] = {pc.name: pc for pc in SYSTEM_PRIORITY_CLASSES}
         self.runtime_classes: dict[str, Mapping[str, Any]] = {}
-        self.storage_classes: list[Mapping[str, Any]] = []
+        self.storage_classes: list[StorageClass] = []
         self.limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> name -> object
 
     # -- cluster-scoped objects, in input order --
@@ -184,8 +185,8 @@ class Admission:
         self.limit_ranges.setdefault(namespace, {})[_name(stored)] = stored
         return stored
 
-    def add_storage_class(self, doc: Mapping[str, Any]) -> None:
-        self.storage_classes.append(doc)
+    def add_storage_class(self, storage_class: StorageClass) -> None:
+        self.storage_classes.append(storage_class)
 
     def default_priority_class(self) -> PriorityClass | None:
         """The global default; with several (possible only by racing creates) the lowest value."""
@@ -200,18 +201,13 @@ class Admission:
         defaults = [
             sc
             for sc in self.storage_classes
-            if any(
-                str(((sc.get("metadata") or {}).get("annotations") or {}).get(a, "")).lower() == "true"
-                for a in DEFAULT_CLASS_ANNOTATIONS
-            )
+            if any(sc.metadata.annotations.get(a, "").lower() == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
         ]
         if not defaults:
             return None
-        defaults.sort(key=_name)
-        defaults.sort(
-            key=lambda sc: str((sc.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True
-        )
-        return _name(defaults[0])
+        defaults.sort(key=lambda sc: sc.metadata.name)
+        defaults.sort(key=lambda sc: sc.metadata.creation_timestamp, reverse=True)
+        return defaults[0].metadata.name
 
     # -- namespaced objects --
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.framework.client import TransientError
@@ -231,26 +232,30 @@ def _default_profile_with_a_wait_for_first_consumer_claim() -> tuple[Scheduler, 
     left to dynamic provisioning; the fake client plays the provisioner and the PV controller."""
     objects: dict[str, dict[str, Any]] = {
         "StorageClass": {
-            "wffc": {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "StorageClass",
-                "metadata": {"name": "wffc"},
-                "provisioner": "csi.example.com",
-                "volumeBindingMode": "WaitForFirstConsumer",
-            }
+            "wffc": kinds.STORAGE_CLASS.parse(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "StorageClass",
+                    "metadata": {"name": "wffc"},
+                    "provisioner": "csi.example.com",
+                    "volumeBindingMode": "WaitForFirstConsumer",
+                }
+            )
         },
         "PersistentVolumeClaim": {
-            "default/data": {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {
-                    "name": "data",
-                    "namespace": "default",
-                    "uid": "data-uid",
-                    "resourceVersion": "1",
-                },
-                "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"]},
-            }
+            "default/data": kinds.PERSISTENT_VOLUME_CLAIM.parse(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {
+                        "name": "data",
+                        "namespace": "default",
+                        "uid": "data-uid",
+                        "resourceVersion": "1",
+                    },
+                    "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"]},
+                }
+            )
         },
         "PersistentVolume": {},
     }

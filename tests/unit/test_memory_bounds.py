@@ -190,12 +190,14 @@ async def test_engine_per_pod_state_returns_to_baseline_after_churn() -> None:
 def test_volume_assume_cache_forgets_objects_deleted_while_assumed() -> None:
     """A PVC assumed (bound in memory) and then deleted before its write was observed must not
     linger: ``get`` is never asked for it again, so ``items`` prunes it."""
+    from kopf_scheduler.api import kinds
     from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeCache
 
-    base = {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "1"}}
-    assumed = {**base, "spec": {"volumeName": "v"}}
+    raw = {"metadata": {"name": "c", "namespace": "ns", "resourceVersion": "1"}}
+    base = kinds.PERSISTENT_VOLUME_CLAIM.parse(raw)
+    assumed = kinds.PERSISTENT_VOLUME_CLAIM.parse({**raw, "spec": {"volumeName": "v"}})
     objects: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": {"ns/c": base}}
-    cache = AssumeCache("PersistentVolumeClaim")
+    cache = AssumeCache(kinds.PERSISTENT_VOLUME_CLAIM)
     cache.assume("ns/c", base, assumed)
     assert dict(cache.items(objects)) == {"ns/c": assumed} and cache.is_assumed("ns/c")
     del objects["PersistentVolumeClaim"]["ns/c"]

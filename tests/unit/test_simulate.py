@@ -155,14 +155,14 @@ def test_wait_for_first_consumer_claim_is_bound_in_the_objects() -> None:
     from kopf_scheduler.simulate import load_documents, simulate
 
     inputs = load_documents([str(EX / "wait_for_first_consumer.yaml"), NO_PREEMPTION])
-    assert inputs.objects["StorageClass"]["default-mode"]["volumeBindingMode"] == "Immediate"
+    assert inputs.objects["StorageClass"]["default-mode"].volume_binding_mode == "Immediate"
     (db, _shipper) = asyncio.run(simulate(inputs, seed=0))
     pvc = inputs.objects["PersistentVolumeClaim"]["default/data"]
-    annotations = pvc["metadata"]["annotations"]
+    annotations = pvc.metadata.annotations
     assert annotations["volume.kubernetes.io/selected-node"] == db.node
     assert annotations["pv.kubernetes.io/bind-completed"] == "yes"
-    pv = inputs.objects["PersistentVolume"][pvc["spec"]["volumeName"]]
-    assert pv["spec"]["claimRef"]["name"] == "data" and pv["spec"]["claimRef"]["uid"] == "data-uid"
+    pv = inputs.objects["PersistentVolume"][pvc.volume_name]
+    assert pv.claim_ref is not None and (pv.claim_ref.name, pv.claim_ref.uid) == ("data", "data-uid")
 
 
 def test_preemption_nominates_evicts_and_retries(capsys: pytest.CaptureFixture[str]) -> None:

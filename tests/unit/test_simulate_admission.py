@@ -286,8 +286,8 @@ def test_default_storage_class_for_claims_without_one(tmp_path: Path) -> None:
         "spec": {**claim["spec"], "storageClassName": ""},
     }
     objects = load(tmp_path, sc, claim, explicit).objects["PersistentVolumeClaim"]
-    assert objects["default/c"]["spec"]["storageClassName"] == "std"
-    assert objects["default/e"]["spec"]["storageClassName"] == ""
+    assert objects["default/c"].class_name == "std"
+    assert objects["default/e"].class_name == ""
 
 
 def runtime_class(**extra: Any) -> dict[str, Any]:

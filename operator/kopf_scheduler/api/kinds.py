@@ -16,6 +16,22 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.storage import (
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    VolumeAttachment,
+    parse_csi_driver,
+    parse_csi_node,
+    parse_csi_storage_capacity,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+    parse_storage_class,
+    parse_volume_attachment,
+)
 
 __all__ = [
     "KINDS",
@@ -131,23 +147,32 @@ _SCHEDULING = "scheduling.k8s.io"
 NODE: Kind[Raw] = Kind("Node", "", "v1", "nodes", False, Role.NODE, event="Node")
 POD: Kind[Raw] = Kind("Pod", "", "v1", "pods", True, Role.POD, event="Pod")
 # The kinds the plugins read through handle.objects, informed in this order.
-PERSISTENT_VOLUME_CLAIM: Kind[Raw] = Kind(
-    "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, event="PersistentVolumeClaim"
+PERSISTENT_VOLUME_CLAIM: Kind[PersistentVolumeClaim] = Kind(
+    "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, event="PersistentVolumeClaim",
+    parse=parse_persistent_volume_claim,
 )
-PERSISTENT_VOLUME: Kind[Raw] = Kind(
-    "PersistentVolume", "", "v1", "persistentvolumes", False, event="PersistentVolume"
+PERSISTENT_VOLUME: Kind[PersistentVolume] = Kind(
+    "PersistentVolume", "", "v1", "persistentvolumes", False, event="PersistentVolume",
+    parse=parse_persistent_volume,
 )
-STORAGE_CLASS: Kind[Raw] = Kind(
-    "StorageClass", _STORAGE, "v1", "storageclasses", False, event=f"{_STORAGE}/StorageClass"
+STORAGE_CLASS: Kind[StorageClass] = Kind(
+    "StorageClass", _STORAGE, "v1", "storageclasses", False, event=f"{_STORAGE}/StorageClass",
+    parse=parse_storage_class,
 )
-CSI_NODE: Kind[Raw] = Kind("CSINode", _STORAGE, "v1", "csinodes", False, event=f"{_STORAGE}/CSINode")
+CSI_NODE: Kind[CSINode] = Kind(
+    "CSINode", _STORAGE, "v1", "csinodes", False, event=f"{_STORAGE}/CSINode", parse=parse_csi_node
+)
 # NodeVolumeLimits (driver opt-in check, attachments counted) and VolumeBinding (capacity).
-CSI_DRIVER: Kind[Raw] = Kind("CSIDriver", _STORAGE, "v1", "csidrivers", False, event=f"{_STORAGE}/CSIDriver")
-VOLUME_ATTACHMENT: Kind[Raw] = Kind(
-    "VolumeAttachment", _STORAGE, "v1", "volumeattachments", False, event=f"{_STORAGE}/VolumeAttachment"
+CSI_DRIVER: Kind[CSIDriver] = Kind(
+    "CSIDriver", _STORAGE, "v1", "csidrivers", False, event=f"{_STORAGE}/CSIDriver", parse=parse_csi_driver
 )
-CSI_STORAGE_CAPACITY: Kind[Raw] = Kind(
-    "CSIStorageCapacity", _STORAGE, "v1", "csistoragecapacities", True, event=f"{_STORAGE}/CSIStorageCapacity"
+VOLUME_ATTACHMENT: Kind[VolumeAttachment] = Kind(
+    "VolumeAttachment", _STORAGE, "v1", "volumeattachments", False, event=f"{_STORAGE}/VolumeAttachment",
+    parse=parse_volume_attachment,
+)
+CSI_STORAGE_CAPACITY: Kind[CSIStorageCapacity] = Kind(
+    "CSIStorageCapacity", _STORAGE, "v1", "csistoragecapacities", True,
+    event=f"{_STORAGE}/CSIStorageCapacity", parse=parse_csi_storage_capacity,
 )
 POD_DISRUPTION_BUDGET: Kind[Raw] = Kind(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, event="PodDisruptionBudget"

@@ -9,7 +9,7 @@ Portworx) count against their CSI driver whenever the node has a CSINode (migrat
 With VolumeLimitScaling (beta, on in 1.37) a CSIDriver with ``preventPodSchedulingIfMissing`` also
 rejects nodes whose CSINode does not list the driver.
 
-CSIDriver and VolumeAttachment objects are read from ``handle.objects`` (cluster-scoped, keyed by
+CSIDriver and VolumeAttachment views are read from ``handle.objects`` (cluster-scoped, keyed by
 name); without them (an edge that does not watch those kinds) nothing is rejected for them.
 """
 
@@ -20,7 +20,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.storage import (
+    IN_TREE_VOLUME_ID,
+    CSINode,
+    InTreeVolumeSource,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    VolumeAttachment,
+)
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -38,12 +47,8 @@ from kopf_scheduler.framework.interface import (
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import (
     claim_of_volume,
-    labels,
-    meta,
     not_found,
     pod_uses_claim,
-    pvc_class,
-    spec,
     volume_is_for_pod,
 )
 from kopf_scheduler.plugins.feature import FEATURE_GATES
@@ -73,16 +78,17 @@ _INLINE_MIGRATABLE = {
 _ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 
 
-def _is_csi_migration_on(csi_node: Mapping[str, Any] | None, plugin: str) -> bool:
+def _is_csi_migration_on(csi_node: CSINode | None, plugin: str) -> bool:
     """``isCSIMigrationOn`` (1.37): the GA-migrated plugins, on any node that has a CSINode."""
     return csi_node is not None and plugin in _DRIVER_OF_PLUGIN
 
 
-def _in_tree_source(source: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any]] | None:
-    for key, (plugin, driver) in _IN_TREE.items():
-        value = source.get(key)
+def _in_tree_source(volume: Mapping[str, Any]) -> InTreeVolumeSource | None:
+    """An inline in-tree source of a pod volume, as a PV's view carries it."""
+    for key, id_field in IN_TREE_VOLUME_ID.items():
+        value = volume.get(key)
         if isinstance(value, Mapping):
-            return plugin, driver, value
+            return InTreeVolumeSource(key, str(value.get(id_field) or ""))
     return None
 
 
@@ -93,34 +99,23 @@ def _ebs_volume_id(volume_id: str) -> str:
     return volume_id
 
 
-def _translated_handle(key: str, source: Mapping[str, Any], pv_labels: Mapping[str, str]) -> str:
+def _translated_handle(source: InTreeVolumeSource, pv_labels: Mapping[str, str]) -> str:
     """The CSI volume handle csi-translation-lib gives an in-tree volume."""
-    if key == "awsElasticBlockStore":
-        return _ebs_volume_id(str(source.get("volumeID") or ""))
-    if key == "gcePersistentDisk":
+    if source.source == "awsElasticBlockStore":
+        return _ebs_volume_id(source.volume_id)
+    if source.source == "gcePersistentDisk":
         zone = next((pv_labels[label] for label in _ZONE_LABELS if label in pv_labels), "UNSPECIFIED")
         if "__" in zone:
-            return f"projects/UNSPECIFIED/regions/UNSPECIFIED/disks/{source.get('pdName', '')}"
-        return f"projects/UNSPECIFIED/zones/{zone}/disks/{source.get('pdName', '')}"
-    if key == "azureDisk":
-        return str(source.get("diskURI") or "")
-    return str(source.get("volumeID") or "")  # cinder, portworx
+            return f"projects/UNSPECIFIED/regions/UNSPECIFIED/disks/{source.volume_id}"
+        return f"projects/UNSPECIFIED/zones/{zone}/disks/{source.volume_id}"
+    return source.volume_id  # azureDisk's diskURI, cinder's and portworx's volumeID
 
 
-def _source_key(driver: str) -> str:
-    return next(key for key, (_, d) in _IN_TREE.items() if d == driver)
-
-
-def _volume_limits(csi_node: Mapping[str, Any] | None) -> dict[str, int]:
+def _volume_limits(csi_node: CSINode | None) -> dict[str, int]:
     """``getVolumeLimits``: driver name -> allocatable count, from the CSINode only."""
-    limits: dict[str, int] = {}
     if csi_node is None:
-        return limits
-    for driver in spec(csi_node).get("drivers") or ():
-        count = ((driver or {}).get("allocatable") or {}).get("count")
-        if count is not None:
-            limits[str(driver.get("name", ""))] = int(count)
-    return limits
+        return {}
+    return {d.name: d.allocatable_count for d in csi_node.drivers if d.allocatable_count is not None}
 
 
 def _inline_driver(vol: Mapping[str, Any]) -> str | None:
@@ -128,17 +123,17 @@ def _inline_driver(vol: Mapping[str, Any]) -> str | None:
     return next((d for key, d in _INLINE_MIGRATABLE.items() if isinstance(vol.get(key), Mapping)), None)
 
 
-def _csi_node_drivers(csi_node: Mapping[str, Any] | None) -> set[str]:
+def _csi_node_drivers(csi_node: CSINode | None) -> set[str]:
     if csi_node is None:
         return set()
-    return {str((d or {}).get("name", "")) for d in spec(csi_node).get("drivers") or ()}
+    return {d.name for d in csi_node.drivers}
 
 
 @dataclass(slots=True)
 class _PreFilterState:
     """VolumeAttachments by node, indexed once per cycle (the reference's informer index)."""
 
-    attachments: dict[str, list[Mapping[str, Any]]]
+    attachments: dict[str, list[VolumeAttachment]]
 
     def clone(self) -> _PreFilterState:
         return self
@@ -191,22 +186,20 @@ class NodeVolumeLimits(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_csi_node_updated(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_csi_node_updated(pod: Pod, old: CSINode, new: CSINode) -> QueueingHint:
         """Queue only when some driver's attach limit grew (a new driver counts from 0)."""
-        old_limits: dict[str, int] = {}
-        for d in spec(old).get("drivers") or ():
-            count = ((d or {}).get("allocatable") or {}).get("count")
-            old_limits[str((d or {}).get("name", ""))] = int(count) if count is not None else 0
-        for d in spec(new).get("drivers") or ():
-            count = ((d or {}).get("allocatable") or {}).get("count")
-            new_limit = int(count) if count is not None else 0
-            if new_limit > old_limits.get(str((d or {}).get("name", "")), 0):
+        old_limits = {d.name: d.allocatable_count or 0 for d in old.drivers}
+        for d in new.drivers:
+            if (d.allocatable_count or 0) > old_limits.get(d.name, 0):
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_volume_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        attacher = str(spec(old if old is not None else new).get("attacher") or "")
+    def _after_volume_attachment_deleted(
+        pod: Pod, old: VolumeAttachment | None, new: VolumeAttachment | None
+    ) -> QueueingHint:
+        deleted = old if old is not None else new
+        attacher = deleted.attacher if deleted is not None else ""
         for vol in pod.volumes:
             if isinstance(vol.get("persistentVolumeClaim"), Mapping):
                 return QueueingHint.QUEUE
@@ -216,7 +209,7 @@ class NodeVolumeLimits(Plugin):
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pvc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_added(pod: Pod, old: None, new: PersistentVolumeClaim) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     # -- PreFilter / Filter --
@@ -230,36 +223,32 @@ class NodeVolumeLimits(Plugin):
                 return None, None
         return None, Status(Code.SKIP)
 
-    def _attachments_by_node(self) -> dict[str, list[Mapping[str, Any]]]:
-        by_node: dict[str, list[Mapping[str, Any]]] = {}
-        for va in self._objects.get("VolumeAttachment", {}).values():
-            node = str(spec(va).get("nodeName") or "")
-            by_node.setdefault(node, []).append(va)
+    def _attachments_by_node(self) -> dict[str, list[VolumeAttachment]]:
+        by_node: dict[str, list[VolumeAttachment]] = {}
+        for va in kinds.objects_of(self._objects, kinds.VOLUME_ATTACHMENT).values():
+            by_node.setdefault(va.node_name, []).append(va)
         return by_node
 
     def _attached_by_volume_attachments(self, state: CycleState, node_name: str) -> dict[str, str]:
         """``getNodeVolumeAttachmentInfo``: unique name -> driver of CSI volumes attached to the node."""
         s = state.get(PRE_FILTER_STATE_KEY)
         by_node = s.attachments if isinstance(s, _PreFilterState) else self._attachments_by_node()
-        pvs = self._objects.get("PersistentVolume", {})
+        pvs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME)
         out: dict[str, str] = {}
         for va in by_node.get(node_name, ()):
-            va_spec = spec(va)
-            attacher = str(va_spec.get("attacher") or "")
-            pv_name = (va_spec.get("source") or {}).get("persistentVolumeName")
-            if not attacher or pv_name is None:
+            attacher = va.attacher
+            if not attacher or va.persistent_volume_name is None:
                 continue
-            pv = pvs.get(str(pv_name))
-            csi = spec(pv).get("csi") if pv is not None else None
-            if not isinstance(csi, Mapping):
+            pv = pvs.get(va.persistent_volume_name)
+            if pv is None or pv.csi is None:
                 continue
-            out[f"{attacher}/{csi.get('volumeHandle') or ''}"] = attacher
+            out[f"{attacher}/{pv.csi.volume_handle}"] = attacher
         return out
 
-    def _driver_installed(self, driver: str, csi_node: Mapping[str, Any] | None) -> bool:
+    def _driver_installed(self, driver: str, csi_node: CSINode | None) -> bool:
         """``checkCSIDriverOnNode``: only drivers that opt in can reject a node lacking them."""
-        csi_driver = self._objects.get("CSIDriver", {}).get(driver)
-        if csi_driver is None or spec(csi_driver).get("preventPodSchedulingIfMissing") is not True:
+        csi_driver = kinds.objects_of(self._objects, kinds.CSI_DRIVER).get(driver)
+        if csi_driver is None or not csi_driver.prevent_pod_scheduling_if_missing:
             return True
         return driver in _csi_node_drivers(csi_node)
 
@@ -269,7 +258,7 @@ class NodeVolumeLimits(Plugin):
         node = node_info.node
         if node is None:
             return Status.as_error(ValueError("node not found"))
-        csi_node = self._objects.get("CSINode", {}).get(node.name)
+        csi_node = kinds.objects_of(self._objects, kinds.CSI_NODE).get(node.name)
         new_volumes: dict[str, str] = {}
         try:
             err = self._filter_attachable_volumes(pod, csi_node, True, new_volumes)
@@ -308,14 +297,14 @@ class NodeVolumeLimits(Plugin):
         return None
 
     def _filter_attachable_volumes(
-        self, pod: Pod, csi_node: Mapping[str, Any] | None, new_pod: bool, result: dict[str, str]
+        self, pod: Pod, csi_node: CSINode | None, new_pod: bool, result: dict[str, str]
     ) -> str | None:
         """Add ``unique name -> limit key`` for the pod's CSI volumes; an error message on failure.
 
         A missing claim of the incoming pod raises LookupError (unresolvable until it is created);
         a missing claim of a pod already on the node is not counted.
         """
-        claims = self._objects.get("PersistentVolumeClaim", {})
+        claims = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
         for vol in pod.volumes:
             claim = claim_of_volume(pod, vol)
             if claim is None:
@@ -343,49 +332,46 @@ class NodeVolumeLimits(Plugin):
 
     @staticmethod
     def _check_attachable_inline_volume(
-        vol: Mapping[str, Any], csi_node: Mapping[str, Any] | None, result: dict[str, str]
+        vol: Mapping[str, Any], csi_node: CSINode | None, result: dict[str, str]
     ) -> None:
-        found = _in_tree_source(vol)
-        if found is None:
+        source = _in_tree_source(vol)
+        if source is None:
             return
-        plugin, driver, source = found
+        plugin, driver = _IN_TREE[source.source]
         if not _is_csi_migration_on(csi_node, plugin):
             return
-        handle = _translated_handle(_source_key(driver), source, {})
+        handle = _translated_handle(source, {})
         result[f"{driver}/{handle}"] = driver
 
-    def _csi_driver_info(self, csi_node: Mapping[str, Any] | None, pvc: Mapping[str, Any]) -> tuple[str, str]:
-        pv_name = str(spec(pvc).get("volumeName") or "")
-        if not pv_name:
+    def _csi_driver_info(self, csi_node: CSINode | None, pvc: PersistentVolumeClaim) -> tuple[str, str]:
+        if not pvc.volume_name:
             return self._csi_driver_info_from_sc(csi_node, pvc)
-        pv = self._objects.get("PersistentVolume", {}).get(pv_name)
+        pv: PersistentVolume | None = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME).get(
+            pvc.volume_name
+        )
         if pv is None:
             # Deleted, or pre-bound to a PV not created yet: count through the StorageClass.
             return self._csi_driver_info_from_sc(csi_node, pvc)
-        pv_spec = spec(pv)
-        csi = pv_spec.get("csi")
-        if isinstance(csi, Mapping):
-            return str(csi.get("driver") or ""), str(csi.get("volumeHandle") or "")
-        found = _in_tree_source(pv_spec)
-        if found is None:
+        if pv.csi is not None:
+            return pv.csi.driver, pv.csi.volume_handle
+        if pv.in_tree is None:
             return "", ""
-        plugin, driver, source = found
+        plugin, driver = _IN_TREE[pv.in_tree.source]
         if not _is_csi_migration_on(csi_node, plugin):
             return "", ""
-        return driver, _translated_handle(_source_key(driver), source, labels(pv))
+        return driver, _translated_handle(pv.in_tree, pv.metadata.labels)
 
     def _csi_driver_info_from_sc(
-        self, csi_node: Mapping[str, Any] | None, pvc: Mapping[str, Any]
+        self, csi_node: CSINode | None, pvc: PersistentVolumeClaim
     ) -> tuple[str, str]:
-        sc_name = pvc_class(pvc)
+        sc_name = pvc.class_name
         if not sc_name:
             return "", ""  # Immediate binding without a class: it must be bound already, do not count
-        sc = self._objects.get("StorageClass", {}).get(sc_name)
+        sc = kinds.objects_of(self._objects, kinds.STORAGE_CLASS).get(sc_name)
         if sc is None:
             return "", ""
-        m = meta(pvc)
-        handle = f"{self.random_volume_id_prefix}-{m.get('namespace') or 'default'}/{m.get('name', '')}"
-        provisioner = str(sc.get("provisioner") or "")
+        handle = f"{self.random_volume_id_prefix}-{pvc.key}"
+        provisioner = sc.provisioner
         if provisioner in _DRIVER_OF_PLUGIN:
             if not _is_csi_migration_on(csi_node, provisioner):
                 return "", ""

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.storage import PersistentVolumeClaim
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -29,7 +31,7 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.plugins._volumes import meta, not_found, pod_uses_claim, pvc_claim_names, spec
+from kopf_scheduler.plugins._volumes import not_found, pod_uses_claim, pvc_claim_names
 
 __all__ = ["VolumeRestrictions"]
 
@@ -117,14 +119,15 @@ class VolumeRestrictions(Plugin):
         return [(signers.VOLUMES, signers.volumes(pod))], None
 
     def _rwop_claims(self, pod: Pod) -> tuple[frozenset[str], str | None]:
-        claims = self.handle.objects.get("PersistentVolumeClaim", {}) if self.handle is not None else {}
+        objects = self.handle.objects if self.handle is not None else {}
+        claims = kinds.objects_of(objects, kinds.PERSISTENT_VOLUME_CLAIM)
         names: set[str] = set()
         for claim_name in pvc_claim_names(pod):
             pvc = claims.get(f"{pod.namespace}/{claim_name}")
             if pvc is None:
                 return frozenset(), not_found("PersistentVolumeClaim", claim_name)
-            if "ReadWriteOncePod" in (spec(pvc).get("accessModes") or ()):
-                names.add(str(meta(pvc).get("name", claim_name)))
+            if "ReadWriteOncePod" in pvc.access_modes:
+                names.add(pvc.metadata.name)
         return frozenset(names), None
 
     def _is_pvc_used_by_pods(self, key: str) -> bool:
@@ -146,9 +149,7 @@ class VolumeRestrictions(Plugin):
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(rwop, conflicts))
         return None, None
 
-    def add_pod(
-        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
-    ) -> Status | None:
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
         s = state.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, _PreFilterState):
             return Status.as_error(KeyError(f'cannot read "{PRE_FILTER_STATE_KEY}" from cycleState'))
@@ -184,7 +185,7 @@ class VolumeRestrictions(Plugin):
         ]
 
     @staticmethod
-    def _after_pvc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_added(pod: Pod, old: None, new: PersistentVolumeClaim) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=False) else QueueingHint.QUEUE_SKIP
 
     @staticmethod

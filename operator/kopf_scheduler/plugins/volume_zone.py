@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -27,15 +29,7 @@ from kopf_scheduler.framework.interface import (
     Status,
 )
 from kopf_scheduler.framework.types import NodeInfo
-from kopf_scheduler.plugins._volumes import (
-    labels,
-    meta,
-    not_found,
-    pod_uses_claim,
-    pvc_claim_names,
-    pvc_class,
-    spec,
-)
+from kopf_scheduler.plugins._volumes import not_found, pod_uses_claim, pvc_claim_names
 
 __all__ = ["VolumeZone"]
 
@@ -85,7 +79,7 @@ class VolumeZone(Plugin):
 
     def _pv_topologies(self, pod: Pod) -> tuple[tuple[_PVTopology, ...], Status | None]:
         objects: Mapping[str, Mapping[str, Any]] = self.handle.objects if self.handle is not None else {}
-        claims = objects.get("PersistentVolumeClaim", {})
+        claims = kinds.objects_of(objects, kinds.PERSISTENT_VOLUME_CLAIM)
         out: list[_PVTopology] = []
         for claim_name in pvc_claim_names(pod):
             if not claim_name:
@@ -93,31 +87,31 @@ class VolumeZone(Plugin):
             pvc = claims.get(f"{pod.namespace}/{claim_name}")
             if pvc is None:
                 return (), Status.unresolvable(not_found("PersistentVolumeClaim", claim_name))
-            pv_name = str(spec(pvc).get("volumeName") or "")
+            pv_name = pvc.volume_name
             if not pv_name:
-                sc_name = pvc_class(pvc)
+                sc_name = pvc.class_name
                 if not sc_name:
                     return (), Status.unresolvable(
                         "PersistentVolumeClaim had no pv name and storageClass name"
                     )
-                sc = objects.get("StorageClass", {}).get(sc_name)
+                sc = kinds.objects_of(objects, kinds.STORAGE_CLASS).get(sc_name)
                 if sc is None:
                     return (), Status.unresolvable(not_found("StorageClass", sc_name))
-                mode = sc.get("volumeBindingMode")
+                mode = sc.volume_binding_mode
                 if not mode:
                     return (), Status.unresolvable(f'VolumeBindingMode not set for StorageClass "{sc_name}"')
                 if mode == "WaitForFirstConsumer":
                     continue  # unbound, VolumeBinding decides
                 return (), Status.unresolvable("PersistentVolume had no name")
-            pv = objects.get("PersistentVolume", {}).get(pv_name)
+            pv = kinds.objects_of(objects, kinds.PERSISTENT_VOLUME).get(pv_name)
             if pv is None:
                 return (), Status.unresolvable(not_found("PersistentVolume", pv_name))
-            pv_labels = labels(pv)
+            pv_labels = pv.metadata.labels
             for key in TOPOLOGY_LABELS:
                 if key in pv_labels:
-                    zones = _label_zones_to_set(str(pv_labels[key]))
+                    zones = _label_zones_to_set(pv_labels[key])
                     if zones is not None:  # the reference logs and ignores an invalid label
-                        out.append(_PVTopology(str(meta(pv).get("name", pv_name)), key, zones))
+                        out.append(_PVTopology(pv.metadata.name, key, zones))
         return tuple(out), None
 
     def pre_filter(
@@ -170,20 +164,22 @@ class VolumeZone(Plugin):
         ]
 
     @staticmethod
-    def _after_pvc_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_change(
+        pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim
+    ) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=False) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_sc_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, Mapping) and new.get("volumeBindingMode") == "WaitForFirstConsumer":
+    def _after_sc_added(pod: Pod, old: None, new: StorageClass) -> QueueingHint:
+        if new.volume_binding_mode == "WaitForFirstConsumer":
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pv_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_pv_change(pod: Pod, old: PersistentVolume | None, new: PersistentVolume) -> QueueingHint:
         if old is None:
             return QueueingHint.QUEUE
-        old_labels, new_labels = labels(old), labels(new)
+        old_labels, new_labels = old.metadata.labels, new.metadata.labels
         if any(old_labels.get(key) != new_labels.get(key) for key in TOPOLOGY_LABELS):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP

@@ -436,7 +436,7 @@ class Driver:
                     continue
                 item = {"kind": kind, **item}
                 key = registered.key(meta)
-                objects.setdefault(kind, {})[key] = item
+                objects.setdefault(kind, {})[key] = registered.parse(item)  # the view, as the informers
         return {"nodes": list(nodes.get("items") or []), "objects": objects}
 
     async def decide(self, body: Obj, *, mark: float) -> tuple[Outcome, Obj]:

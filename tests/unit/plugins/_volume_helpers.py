@@ -1,4 +1,7 @@
-"""Raw PVC/PV/StorageClass/CSINode dicts and a stand-in Handle for the volume plugin tests."""
+"""PVC/PV/StorageClass/CSINode objects and a stand-in Handle for the volume plugin tests.
+
+The builders write the API's dicts; ``view`` (and ``objects``) parse them through the kinds'
+registered parsers, as the informers do, so the plugins only ever see typed views."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
@@ -168,6 +172,20 @@ def node_info(
     return info
 
 
+def view(raw: Mapping[str, Any]) -> Any:
+    """The typed view of an API dict, parsed by its kind's registered parser (as at the edge)."""
+    return kinds.by_name(raw["kind"]).parse(raw)
+
+
+def store(*raws: Mapping[str, Any]) -> dict[str, Any]:
+    """``handle.objects[kind]`` for objects of one kind: key -> view."""
+    out: dict[str, Any] = {}
+    for raw in raws:
+        obj = view(raw)
+        out[kinds.by_name(raw["kind"]).key_of(obj)] = obj
+    return out
+
+
 def objects(
     pvcs: Iterable[Mapping[str, Any]] = (),
     pvs: Iterable[Mapping[str, Any]] = (),
@@ -175,10 +193,10 @@ def objects(
     csi_nodes: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, dict[str, Any]]:
     return {
-        "PersistentVolumeClaim": {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in pvcs},
-        "PersistentVolume": {v["metadata"]["name"]: v for v in pvs},
-        "StorageClass": {s["metadata"]["name"]: s for s in classes},
-        "CSINode": {n["metadata"]["name"]: n for n in csi_nodes},
+        "PersistentVolumeClaim": store(*pvcs),
+        "PersistentVolume": store(*pvs),
+        "StorageClass": store(*classes),
+        "CSINode": store(*csi_nodes),
     }
 
 

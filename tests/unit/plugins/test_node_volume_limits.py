@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _volume_helpers import FakeHandle, csi_node, node_info, objects, pod_with, pod_with_claims, pv, pvc
+from _volume_helpers import FakeHandle, csi_node, node_info, objects, pod_with, pod_with_claims, pv, pvc, view
 from _volume_helpers import storage_class as sc
 
 from kopf_scheduler.api.objects import Pod
@@ -164,14 +164,16 @@ def test_portworx_in_tree_volumes_count_against_their_driver() -> None:
     assert plugin.filter(CycleState(), same, node_info("node-a", pods=[on_node])) is None
 
 
-def volume_attachment(name: str, node: str, attacher: str, pv_name: str | None) -> dict[str, Any]:
+def volume_attachment(name: str, node: str, attacher: str, pv_name: str | None) -> Any:
     source = {"persistentVolumeName": pv_name} if pv_name is not None else {}
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "VolumeAttachment",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "attacher": attacher, "source": source},
-    }
+    return view(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "VolumeAttachment",
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "attacher": attacher, "source": source},
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -213,11 +215,13 @@ def test_volume_attachments_not_counted_twice_or_when_unusable() -> None:
     assert plugin.filter(CycleState(), ebs_one, node_info("node-a", pods=[ebs_two])) == EXCEEDED
 
 
-def csi_driver(name: str, prevent: bool | None) -> dict[str, Any]:
+def csi_driver(name: str, prevent: bool | None) -> Any:
     spec: dict[str, Any] = {}
     if prevent is not None:
         spec["preventPodSchedulingIfMissing"] = prevent
-    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+    return view(
+        {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 NOT_INSTALLED = Status.unschedulable(f"{EBS} CSI driver is not installed on the node")
@@ -278,12 +282,12 @@ def test_ephemeral_volumes() -> None:
     assert plugin.filter(CycleState(), pod, info) == Status.unresolvable(
         'looking up PVC test/abc-xyz: persistentvolumeclaim "abc-xyz" not found'
     )
-    not_owned = pvc("abc-xyz", "csi-sc", namespace="test")
+    not_owned = view(pvc("abc-xyz", "csi-sc", namespace="test"))
     handle.objects["PersistentVolumeClaim"]["test/abc-xyz"] = not_owned
     status = plugin.filter(CycleState(), pod, info)
     assert status is not None and status.code == Code.ERROR
     assert status.message == "PVC test/abc-xyz was not created for pod test/abc (pod is not owner)"
-    owned = pvc("abc-xyz", "csi-sc", namespace="test", owner_uid="12345")
+    owned = view(pvc("abc-xyz", "csi-sc", namespace="test", owner_uid="12345"))
     handle.objects["PersistentVolumeClaim"]["test/abc-xyz"] = owned
     assert plugin.filter(CycleState(), pod, info) is None
     assert plugin.filter(CycleState(), pod, node_info("node-a", pods=[running, ebs_two])) == EXCEEDED
@@ -310,13 +314,13 @@ def test_events_and_hints() -> None:
     assert pvc_hint is not None
     ns1 = pod_with_claims("pvc1", namespace="ns1")
     assert (
-        pvc_hint(pod_with("p", namespace="ns1"), None, pvc("pvc2", namespace="ns2"))
+        pvc_hint(pod_with("p", namespace="ns1"), None, view(pvc("pvc2", namespace="ns2")))
         == QueueingHint.QUEUE_SKIP
     )
-    assert pvc_hint(ns1, None, pvc("pvc1", namespace="ns1")) == QueueingHint.QUEUE
+    assert pvc_hint(ns1, None, view(pvc("pvc1", namespace="ns1"))) == QueueingHint.QUEUE
     eph = pod_with("pod1", {"name": "ephemeral", "ephemeral": {}}, namespace="ns1")
-    assert pvc_hint(eph, None, pvc("pod1-ephemeral", namespace="ns1")) == QueueingHint.QUEUE
-    assert pvc_hint(ns1, None, pvc("pvc2", namespace="ns1")) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(eph, None, view(pvc("pod1-ephemeral", namespace="ns1"))) == QueueingHint.QUEUE
+    assert pvc_hint(ns1, None, view(pvc("pvc2", namespace="ns1"))) == QueueingHint.QUEUE_SKIP
 
 
 def test_csi_node_update_hint() -> None:
@@ -325,11 +329,14 @@ def test_csi_node_update_hint() -> None:
     hint = events[(EventResource.CSI_NODE, ActionType.UPDATE)]
     assert hint is not None
     p = pod_with_claims("x")
-    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 3})) == QueueingHint.QUEUE
-    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 2})) == QueueingHint.QUEUE_SKIP
-    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 1})) == QueueingHint.QUEUE_SKIP
-    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 2, GCE: 1})) == QueueingHint.QUEUE
-    assert hint(p, csi_node("n", {EBS: 2}), csi_node("n", {EBS: 2, GCE: None})) == QueueingHint.QUEUE_SKIP
+    assert hint(p, view(csi_node("n", {EBS: 2})), view(csi_node("n", {EBS: 3}))) == QueueingHint.QUEUE
+    assert hint(p, view(csi_node("n", {EBS: 2})), view(csi_node("n", {EBS: 2}))) == QueueingHint.QUEUE_SKIP
+    assert hint(p, view(csi_node("n", {EBS: 2})), view(csi_node("n", {EBS: 1}))) == QueueingHint.QUEUE_SKIP
+    assert hint(p, view(csi_node("n", {EBS: 2})), view(csi_node("n", {EBS: 2, GCE: 1}))) == QueueingHint.QUEUE
+    assert (
+        hint(p, view(csi_node("n", {EBS: 2})), view(csi_node("n", {EBS: 2, GCE: None})))
+        == QueueingHint.QUEUE_SKIP
+    )
 
 
 def test_volume_attachment_delete_hint() -> None:

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from _volume_helpers import FakeHandle, claim_volume, node_info, objects, pod_with, pod_with_claims, pv, pvc
+from _volume_helpers import (
+    FakeHandle,
+    claim_volume,
+    node_info,
+    objects,
+    pod_with,
+    pod_with_claims,
+    pv,
+    pvc,
+    store,
+    view,
+)
 from _volume_helpers import storage_class as sc
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.storage import (
+    ClaimRef,
+    CSIDriver,
+    CSIStorageCapacity,
+    parse_csi_driver,
+    parse_csi_node,
+    parse_csi_storage_capacity,
+)
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import (
@@ -271,9 +290,7 @@ def test_volume_binding(case: Case) -> None:
     assert scores == case.want_scores
 
 
-def _filter_all(
-    plugin: VolumeBinding, pod: Pod, nodes: Sequence[NodeInfo]
-) -> tuple[CycleState, list[Any]]:
+def _filter_all(plugin: VolumeBinding, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[CycleState, list[Any]]:
     state = CycleState()
     _, status = plugin.pre_filter(state, pod, nodes)
     assert status is None
@@ -298,7 +315,7 @@ def test_smallest_fitting_pv_is_chosen() -> None:
     state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
     assert statuses == [None]
     decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
-    assert [v["metadata"]["name"] for _, v in decisions.static_bindings] == ["just-right"]
+    assert [v.metadata.name for _, v in decisions.static_bindings] == ["just-right"]
     assert decisions.dynamic_provisions == []
 
 
@@ -319,7 +336,7 @@ def test_pv_pre_bound_to_claim_wins_over_smaller_pv() -> None:
     state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
     assert statuses == [None]
     decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
-    assert [v["metadata"]["name"] for _, v in decisions.static_bindings] == ["mine"]
+    assert [v.metadata.name for _, v in decisions.static_bindings] == ["mine"]
 
 
 def test_claim_selector_filters_pvs() -> None:
@@ -330,7 +347,7 @@ def test_claim_selector_filters_pvs() -> None:
     state, statuses = _filter_all(plugin, pod_with_claims("pvc-a"), nodes)
     assert statuses == [None]
     decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
-    assert [v["metadata"]["name"] for _, v in decisions.static_bindings] == ["gold"]
+    assert [v.metadata.name for _, v in decisions.static_bindings] == ["gold"]
 
 
 def test_two_claims_do_not_share_one_pv() -> None:
@@ -349,13 +366,13 @@ def test_unbound_claim_falls_back_to_provisioning_when_no_pv_fits() -> None:
     assert statuses == [None]
     decisions = state.read("VolumeBinding").pod_volumes_by_node["node-a"]
     assert decisions.static_bindings == []
-    assert [c["metadata"]["name"] for c in decisions.dynamic_provisions] == ["pvc-a"]
+    assert [c.metadata.name for c in decisions.dynamic_provisions] == ["pvc-a"]
 
 
 def test_storage_class_without_binding_mode_is_an_error() -> None:
     nodes = [node_info("node-a")]
     plugin, handle = _plugin([pvc("pvc-a", "nomode")], [], nodes)
-    handle.objects["StorageClass"]["nomode"] = sc("nomode", None)
+    handle.objects["StorageClass"]["nomode"] = view(sc("nomode", None))
     _, status = plugin.pre_filter(CycleState(), pod_with_claims("pvc-a"), nodes)
     assert status is not None and status.code == Code.ERROR
     assert status.message == 'VolumeBindingMode not set for StorageClass "nomode"'
@@ -370,13 +387,13 @@ def test_ephemeral_volume_waits_for_its_claim() -> None:
     assert status == Status.unresolvable(
         'waiting for ephemeral volume controller to create the persistentvolumeclaim "web-scratch"'
     )
-    handle.objects["PersistentVolumeClaim"]["default/web-scratch"] = pvc("web-scratch", "dyn-sc")
+    handle.objects["PersistentVolumeClaim"]["default/web-scratch"] = view(pvc("web-scratch", "dyn-sc"))
     _, status = plugin.pre_filter(CycleState(), pod, [])
     assert status == Status.unresolvable(
         "PVC default/web-scratch was not created for pod default/web (pod is not owner)"
     )
-    handle.objects["PersistentVolumeClaim"]["default/web-scratch"] = pvc(
-        "web-scratch", "dyn-sc", owner_uid="pod-uid-1"
+    handle.objects["PersistentVolumeClaim"]["default/web-scratch"] = view(
+        pvc("web-scratch", "dyn-sc", owner_uid="pod-uid-1")
     )
     _, status = plugin.pre_filter(CycleState(), pod, [])
     assert status is None
@@ -425,14 +442,15 @@ def _capacity_plugin(
 ) -> tuple[VolumeBinding, list[NodeInfo]]:
     nodes = [node_info(n) for n in capacities]
     plugin, handle = _plugin(claims, pvs, nodes, args=args)
-    handle.objects["StorageClass"][CAPACITY_SC["metadata"]["name"]] = CAPACITY_SC
-    handle.objects["CSIDriver"] = {
-        "driver-with-storage-capacity": {
+    handle.objects["StorageClass"].update(store(CAPACITY_SC))
+    handle.objects["CSIDriver"] = store(
+        {
+            "kind": "CSIDriver",
             "metadata": {"name": "driver-with-storage-capacity"},
             "spec": {"storageCapacity": True},
         }
-    }
-    handle.objects["CSIStorageCapacity"] = {f"default/{n}": _capacity(n, n, c) for n, c in capacities.items()}
+    )
+    handle.objects["CSIStorageCapacity"] = store(*(_capacity(n, n, c) for n, c in capacities.items()))
     return plugin, nodes
 
 
@@ -551,8 +569,8 @@ def test_assumption_dropped_when_watch_delivers_a_newer_object() -> None:
     state_a, _ = _filter_all(plugin, pod_a, nodes)
     plugin.reserve(state_a, pod_a, "node-a")
     # The informer now shows the PV released again under a new resourceVersion.
-    fresh = copy.deepcopy(handle.objects["PersistentVolume"]["only"])
-    fresh["metadata"]["resourceVersion"] = "999999"
+    seen = handle.objects["PersistentVolume"]["only"]
+    fresh = dataclasses.replace(seen, metadata=dataclasses.replace(seen.metadata, resource_version="999999"))
     handle.objects["PersistentVolume"]["only"] = fresh
     _, statuses = _filter_all(plugin, pod_b, nodes)
     assert statuses == [None]
@@ -608,29 +626,30 @@ class FakeClient:
             return
         objs = self.handle.objects
         for key, pv_name in claims:
-            claim = copy.deepcopy(objs["PersistentVolumeClaim"][key])
-            claim["metadata"]["resourceVersion"] += "1"
+            claim = objs["PersistentVolumeClaim"][key]
+            meta = dataclasses.replace(claim.metadata, resource_version=claim.metadata.resource_version + "1")
             if self.drop_selected_node:
-                claim["metadata"]["annotations"] = {"other": "x"}
-                objs["PersistentVolumeClaim"][key] = claim
+                meta = dataclasses.replace(meta, annotations={"other": "x"})
+                objs["PersistentVolumeClaim"][key] = dataclasses.replace(claim, metadata=meta)
                 continue
-            name = pv_name or f"pvc-{claim['metadata']['uid']}"
-            claim["spec"]["volumeName"] = name
-            claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+            name = pv_name or f"pvc-{meta.uid}"
+            annotations = {**meta.annotations, "pv.kubernetes.io/bind-completed": "yes"}
             if not pv_name:
-                claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] = pod.node_name
-                objs["PersistentVolume"][name] = pv(name, "dyn-sc")
+                annotations["volume.kubernetes.io/selected-node"] = pod.node_name
+                objs["PersistentVolume"][name] = view(pv(name, "dyn-sc"))
             else:
-                volume = copy.deepcopy(objs["PersistentVolume"][pv_name])
+                volume = objs["PersistentVolume"][pv_name]
                 ns, _, claim_name = key.partition("/")
-                volume["spec"]["claimRef"] = {
-                    "namespace": ns,
-                    "name": claim_name,
-                    "uid": claim["metadata"]["uid"],
-                }
-                volume["metadata"]["resourceVersion"] += "1"
-                objs["PersistentVolume"][pv_name] = volume
-            objs["PersistentVolumeClaim"][key] = claim
+                objs["PersistentVolume"][pv_name] = dataclasses.replace(
+                    volume,
+                    claim_ref=ClaimRef(claim_name, ns, meta.uid),
+                    metadata=dataclasses.replace(
+                        volume.metadata, resource_version=volume.metadata.resource_version + "1"
+                    ),
+                )
+            objs["PersistentVolumeClaim"][key] = dataclasses.replace(
+                claim, metadata=dataclasses.replace(meta, annotations=annotations), volume_name=name
+            )
 
 
 def _scheduled(
@@ -783,24 +802,25 @@ def test_events_and_hints() -> None:
     pod = pod_with_claims("pvc-a", namespace="ns1")
     pvc_hint = events[(EventResource.PVC, ActionType.ADD | ActionType.UPDATE)]
     assert pvc_hint is not None
-    assert pvc_hint(pod, None, pvc("pvc-a", namespace="ns1")) == QueueingHint.QUEUE
-    assert pvc_hint(pod, None, pvc("pvc-a", namespace="ns2")) == QueueingHint.QUEUE_SKIP
-    assert pvc_hint(pod, None, pvc("pvc-b", namespace="ns1")) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, view(pvc("pvc-a", namespace="ns1"))) == QueueingHint.QUEUE
+    assert pvc_hint(pod, None, view(pvc("pvc-a", namespace="ns2"))) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, view(pvc("pvc-b", namespace="ns1"))) == QueueingHint.QUEUE_SKIP
     sc_hint = events[(EventResource.STORAGE_CLASS, ActionType.ADD | ActionType.UPDATE)]
     assert sc_hint is not None
-    assert sc_hint(pod, None, WAIT) == QueueingHint.QUEUE
-    assert sc_hint(pod, WAIT, copy.deepcopy(WAIT)) == QueueingHint.QUEUE_SKIP
-    assert (
-        sc_hint(pod, DYNAMIC, {**DYNAMIC, "allowedTopologies": ZONED["allowedTopologies"]})
-        == QueueingHint.QUEUE
-    )
+    assert sc_hint(pod, None, view(WAIT)) == QueueingHint.QUEUE
+    assert sc_hint(pod, view(WAIT), view(WAIT)) == QueueingHint.QUEUE_SKIP
+    zoned = view({**DYNAMIC, "allowedTopologies": ZONED["allowedTopologies"]})
+    assert sc_hint(pod, view(DYNAMIC), zoned) == QueueingHint.QUEUE
     csi_hint = events[(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE)]
     assert csi_hint is not None
-    old = {"metadata": {"name": "n", "annotations": {}}}
-    new = {"metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "x"}}}
+    old = parse_csi_node({"metadata": {"name": "n", "annotations": {}}})
+    migrated = {
+        "metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "x"}}
+    }
+    new = parse_csi_node(migrated)
     assert csi_hint(pod, None, new) == QueueingHint.QUEUE
     assert csi_hint(pod, old, new) == QueueingHint.QUEUE
-    assert csi_hint(pod, new, copy.deepcopy(new)) == QueueingHint.QUEUE_SKIP
+    assert csi_hint(pod, new, parse_csi_node(migrated)) == QueueingHint.QUEUE_SKIP
 
 
 def test_non_claim_volumes_are_ignored() -> None:
@@ -820,13 +840,13 @@ def test_storage_capacity_hint() -> None:
     hint = _hints(_plugin()[0])[(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE)]
     pod = pod_with_claims("pvc-a")
 
-    def cap(capacity: str | None = None, maximum: str | None = None) -> dict[str, Any]:
+    def cap(capacity: str | None = None, maximum: str | None = None) -> CSIStorageCapacity:
         out: dict[str, Any] = {"metadata": {"name": "c", "namespace": "default"}, "storageClassName": "x"}
         if capacity is not None:
             out["capacity"] = capacity
         if maximum is not None:
             out["maximumVolumeSize"] = maximum
-        return out
+        return parse_csi_storage_capacity(out)
 
     assert hint(pod, None, cap("10Gi")) == QueueingHint.QUEUE
     assert hint(pod, cap(), cap("10Gi")) == QueueingHint.QUEUE  # capacity set
@@ -843,9 +863,9 @@ def test_csi_driver_hint() -> None:
     """isSchedulableAfterCSIDriverChange: a driver of an inline CSI volume stops tracking capacity."""
     hint = _hints(_plugin()[0])[(EventResource.CSI_DRIVER, ActionType.UPDATE)]
 
-    def driver(name: str, capacity: bool | None) -> dict[str, Any]:
+    def driver(name: str, capacity: bool | None) -> CSIDriver:
         body: dict[str, Any] = {} if capacity is None else {"storageCapacity": capacity}
-        return {"metadata": {"name": name}, "spec": body}
+        return parse_csi_driver({"metadata": {"name": name}, "spec": body})
 
     pod = pod_with("p", {"name": "v", "csi": {"driver": "test-driver"}})
     assert hint(pod, driver("test-driver", True), driver("test-driver", None)) == QueueingHint.QUEUE

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _volume_helpers import FakeHandle, claim_volume, node_info, objects, pod_with, pod_with_claims, pvc
+from _volume_helpers import FakeHandle, claim_volume, node_info, objects, pod_with, pod_with_claims, pvc, view
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.snapshot import Snapshot
@@ -188,6 +188,6 @@ def test_events_and_hints() -> None:
     assert deleted_hint(pod, other_ns, None) == QueueingHint.QUEUE_SKIP
     pvc_hint = events[(EventResource.PVC, ActionType.ADD)]
     assert pvc_hint is not None
-    assert pvc_hint(pod, None, pvc("claim")) == QueueingHint.QUEUE
-    assert pvc_hint(pod, None, pvc("unrelated")) == QueueingHint.QUEUE_SKIP
-    assert pvc_hint(pod, None, pvc("claim", namespace="other")) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, view(pvc("claim"))) == QueueingHint.QUEUE
+    assert pvc_hint(pod, None, view(pvc("unrelated"))) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, view(pvc("claim", namespace="other"))) == QueueingHint.QUEUE_SKIP

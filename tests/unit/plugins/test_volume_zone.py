@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from _volume_helpers import FakeHandle, node_info, objects, pod_with, pod_with_claims, pv, pvc
+from _volume_helpers import FakeHandle, node_info, objects, pod_with, pod_with_claims, pv, pvc, view
 from _volume_helpers import storage_class as sc
 
 from kopf_scheduler.api.objects import Pod
@@ -160,19 +160,19 @@ def test_events_and_hints() -> None:
     pod = pod_with_claims("PVC_1")
     pvc_hint = events[(EventResource.PVC, ActionType.ADD | ActionType.UPDATE)]
     assert pvc_hint is not None
-    assert pvc_hint(pod, None, pvc("PVC_1")) == QueueingHint.QUEUE
-    assert pvc_hint(pod, None, pvc("PVC_1", namespace="other")) == QueueingHint.QUEUE_SKIP
-    assert pvc_hint(pod, None, pvc("PVC_2")) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, view(pvc("PVC_1"))) == QueueingHint.QUEUE
+    assert pvc_hint(pod, None, view(pvc("PVC_1", namespace="other"))) == QueueingHint.QUEUE_SKIP
+    assert pvc_hint(pod, None, view(pvc("PVC_2"))) == QueueingHint.QUEUE_SKIP
     sc_hint = events[(EventResource.STORAGE_CLASS, ActionType.ADD)]
     assert sc_hint is not None
-    assert sc_hint(pod, None, sc("w", "WaitForFirstConsumer")) == QueueingHint.QUEUE
-    assert sc_hint(pod, None, sc("i", "Immediate")) == QueueingHint.QUEUE_SKIP
+    assert sc_hint(pod, None, view(sc("w", "WaitForFirstConsumer"))) == QueueingHint.QUEUE
+    assert sc_hint(pod, None, view(sc("i", "Immediate"))) == QueueingHint.QUEUE_SKIP
     pv_hint = events[(EventResource.PV, ActionType.ADD | ActionType.UPDATE)]
     assert pv_hint is not None
-    assert pv_hint(pod, None, PVS[0]) == QueueingHint.QUEUE
+    assert pv_hint(pod, None, view(PVS[0])) == QueueingHint.QUEUE
     relabelled = pv("Vol_1", labels={BETA_ZONE: "us-west1-b"})
-    assert pv_hint(pod, PVS[0], relabelled) == QueueingHint.QUEUE
+    assert pv_hint(pod, view(PVS[0]), view(relabelled)) == QueueingHint.QUEUE
     assert (
-        pv_hint(pod, PVS[0], pv("Vol_1", labels={BETA_ZONE: "us-west1-a", "x": "y"}))
+        pv_hint(pod, view(PVS[0]), view(pv("Vol_1", labels={BETA_ZONE: "us-west1-a", "x": "y"})))
         == QueueingHint.QUEUE_SKIP
     )

@@ -3,34 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Generic, TypeVar
 
-from kopf_scheduler.plugins._volumes import resource_version
+from kopf_scheduler.api.kinds import HasMeta, Kind, objects_of
+
+V = TypeVar("V", bound=HasMeta)
 
 
-class AssumeCache:
+class AssumeCache(Generic[V]):
     """Assumed versions of PVs or PVCs laid over ``handle.objects[kind]`` (``assume_cache.go``).
 
     An assumed object hides the informer's object until the informer delivers a different
     resourceVersion (the API write has been observed) or the assumption is restored.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: Kind[V]) -> None:
         self.kind = kind
-        self._assumed: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._assumed: dict[str, tuple[str, V]] = {}
 
-    def get(self, objects: Mapping[str, Mapping[str, Any]], key: str) -> Mapping[str, Any] | None:
-        real = objects.get(self.kind, {}).get(key)
+    def get(self, objects: Mapping[str, Mapping[str, object]], key: str) -> V | None:
+        real = objects_of(objects, self.kind).get(key)
         entry = self._assumed.get(key)
         if entry is None:
             return real
-        if real is not None and resource_version(real) == entry[0]:
+        if real is not None and real.metadata.resource_version == entry[0]:
             return entry[1]
         self._assumed.pop(key, None)
         return real
 
-    def items(self, objects: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-        store = objects.get(self.kind, {})
+    def items(self, objects: Mapping[str, Mapping[str, object]]) -> Iterator[tuple[str, V]]:
+        store = objects_of(objects, self.kind)
         # Objects deleted while assumed: ``get`` would drop them, but nothing asks for them again.
         for key in [k for k in self._assumed if k not in store]:
             del self._assumed[key]
@@ -39,8 +41,8 @@ class AssumeCache:
             if obj is not None:
                 yield key, obj
 
-    def assume(self, key: str, base: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        self._assumed[key] = (resource_version(base), new)
+    def assume(self, key: str, base: V, new: V) -> None:
+        self._assumed[key] = (base.metadata.resource_version, new)
 
     def restore(self, key: str) -> None:
         self._assumed.pop(key, None)

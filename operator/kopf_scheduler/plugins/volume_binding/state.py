@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from kopf_scheduler.api.storage import CSIStorageCapacity, PersistentVolume, PersistentVolumeClaim
 from kopf_scheduler.framework.interface import Code, Status
 
 STATE_KEY = "VolumeBinding"
@@ -16,18 +15,18 @@ STATE_KEY = "VolumeBinding"
 class PodVolumes:
     """One node's decisions: static (pvc, pv) bindings and claims left to dynamic provisioning."""
 
-    static_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = field(default_factory=list)
-    dynamic_provisions: list[Mapping[str, Any]] = field(default_factory=list)
+    static_bindings: list[tuple[PersistentVolumeClaim, PersistentVolume]] = field(default_factory=list)
+    dynamic_provisions: list[PersistentVolumeClaim] = field(default_factory=list)
     # claim key -> the CSIStorageCapacity that showed room for it on this node (scoring)
-    node_capacities: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    node_capacities: dict[str, CSIStorageCapacity] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class StateData:
     skip: bool = False
-    bound_claims: list[Mapping[str, Any]] = field(default_factory=list)
-    claims_to_bind: list[Mapping[str, Any]] = field(default_factory=list)
-    unbound_volumes: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
+    bound_claims: list[PersistentVolumeClaim] = field(default_factory=list)
+    claims_to_bind: list[PersistentVolumeClaim] = field(default_factory=list)
+    unbound_volumes: dict[str, list[PersistentVolume]] = field(default_factory=dict)
     pod_volumes_by_node: dict[str, PodVolumes] = field(default_factory=dict)
     has_static_bindings: bool = False
     all_bound: bool = False

@@ -4,16 +4,23 @@ with the binder's find/assume/bind steps as its methods; the reference's ``binde
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kopf_scheduler.api.objects import Pod, labels_of
-from kopf_scheduler.api.selectors import parse_label_selector
-from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.storage import (
+    ANN_SELECTED_NODE,
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -32,23 +39,11 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import (
-    ANN_SELECTED_NODE,
     MIGRATED_PLUGINS_ANNOTATION,
     NOT_SUPPORTED_PROVISIONER,
-    annotations_of,
     claim_of_volume,
-    claim_selector,
-    meta,
     not_found,
     pod_uses_claim,
-    pv_class,
-    pv_matches_node,
-    pvc_class,
-    quantity,
-    resource_version,
-    spec,
-    storage_capacity,
-    storage_request,
     volume_is_for_pod,
 )
 from kopf_scheduler.plugins.feature import FEATURE_GATES
@@ -59,21 +54,7 @@ from kopf_scheduler.plugins.volume_binding.args import (
     VolumeBindingArgs,
 )
 from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeCache
-from kopf_scheduler.plugins.volume_binding.pv_util import (
-    PV,
-    PVC,
-    STORAGE_CLASS,
-    access_modes,
-    bind_volume_to_claim,
-    claim_key,
-    claim_ref,
-    is_fully_bound,
-    is_volume_bound_to_claim,
-    match_topology_terms,
-    object_name,
-    pvc_volume_name,
-    volume_mode,
-)
+from kopf_scheduler.plugins.volume_binding.pv_util import bind_volume_to_claim, with_selected_node
 from kopf_scheduler.plugins.volume_binding.scorer import broken_linear
 from kopf_scheduler.plugins.volume_binding.state import (
     STATE_KEY,
@@ -107,14 +88,18 @@ ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
+PVC = kinds.PERSISTENT_VOLUME_CLAIM.kind
+PV = kinds.PERSISTENT_VOLUME.kind
+
 
 class VolumeBinding(Plugin):
-    """The reference's VolumeBinding plugin, over raw objects in ``handle.objects``."""
+    """The reference's VolumeBinding plugin, over the storage views in ``handle.objects``."""
 
     name = "VolumeBinding"
 
     def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
         return [(signers.VOLUMES, signers.volumes(pod))], None
+
     Args = VolumeBindingArgs
 
     # Seconds between PreBind's looks at the claims while the PV controller binds them.
@@ -124,8 +109,8 @@ class VolumeBinding(Plugin):
         args = args if args is not None else VolumeBindingArgs.model_validate({})
         super().__init__(args, handle)
         self.bind_timeout = float(args.bind_timeout_seconds)
-        self.pv_cache = AssumeCache(PV)
-        self.pvc_cache = AssumeCache(PVC)
+        self.pv_cache = AssumeCache(kinds.PERSISTENT_VOLUME)
+        self.pvc_cache = AssumeCache(kinds.PERSISTENT_VOLUME_CLAIM)
         self._shape: tuple[tuple[int, int], ...] | None = None
         if STORAGE_CAPACITY_SCORING:
             factor = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
@@ -137,18 +122,18 @@ class VolumeBinding(Plugin):
     def _objects(self) -> Mapping[str, Mapping[str, Any]]:
         return self.handle.objects if self.handle is not None else {}
 
-    def _storage_class(self, name: str) -> Mapping[str, Any] | None:
-        return self._objects.get(STORAGE_CLASS, {}).get(name)
+    def _storage_class(self, name: str) -> StorageClass | None:
+        return kinds.objects_of(self._objects, kinds.STORAGE_CLASS).get(name)
 
-    def _is_delay_binding_mode(self, pvc: Mapping[str, Any]) -> bool:
+    def _is_delay_binding_mode(self, pvc: PersistentVolumeClaim) -> bool:
         """``IsDelayBindingMode``: no class or an unknown class means Immediate."""
-        class_name = pvc_class(pvc)
+        class_name = pvc.class_name
         if not class_name:
             return False
         sc = self._storage_class(class_name)
         if sc is None:
             return False
-        mode = sc.get("volumeBindingMode")
+        mode = sc.volume_binding_mode
         if not mode:
             raise VolumeError(f'VolumeBindingMode not set for StorageClass "{class_name}"')
         return mode == WAIT_FOR_FIRST_CONSUMER
@@ -182,53 +167,50 @@ class VolumeBinding(Plugin):
         ]
 
     @staticmethod
-    def _after_storage_capacity_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_storage_capacity_change(
+        pod: Pod, old: CSIStorageCapacity | None, new: CSIStorageCapacity
+    ) -> QueueingHint:
         """Queue for a new CSIStorageCapacity or one whose volume limit grew."""
         if old is None:
             return QueueingHint.QUEUE
-
-        def limit(capacity: Mapping[str, Any]) -> Any:
-            size = capacity.get("maximumVolumeSize")
-            return size if size is not None else capacity.get("capacity")
-
-        old_limit, new_limit = limit(old), limit(new)
-        if new_limit is not None and (
-            old_limit is None or math.ceil(quantity(new_limit)) > math.ceil(quantity(old_limit))
-        ):
+        old_limit, new_limit = old.volume_limit, new.volume_limit
+        if new_limit is not None and (old_limit is None or math.ceil(new_limit) > math.ceil(old_limit)):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_csi_driver_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_csi_driver_change(pod: Pod, old: CSIDriver, new: CSIDriver) -> QueueingHint:
         """Queue a pod with an inline CSI volume of a driver that stopped tracking capacity."""
-        name = meta(new).get("name")
+        name = new.metadata.name
         for vol in pod.volumes:
             csi = vol.get("csi")
             if not isinstance(csi, Mapping) or csi.get("driver") != name:
                 continue
-            if spec(old).get("storageCapacity") is True and spec(new).get("storageCapacity") is not True:
+            if old.storage_capacity and not new.storage_capacity:
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_csi_node_change(pod: Pod, old: CSINode | None, new: CSINode) -> QueueingHint:
         if old is None:
             return QueueingHint.QUEUE
-        if annotations_of(old).get(MIGRATED_PLUGINS_ANNOTATION) != annotations_of(new).get(
+        if old.metadata.annotations.get(MIGRATED_PLUGINS_ANNOTATION) != new.metadata.annotations.get(
             MIGRATED_PLUGINS_ANNOTATION
         ):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_pvc_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_pvc_change(
+        pod: Pod, old: PersistentVolumeClaim | None, new: PersistentVolumeClaim
+    ) -> QueueingHint:
         return QueueingHint.QUEUE if pod_uses_claim(pod, new, ephemeral=True) else QueueingHint.QUEUE_SKIP
 
     @staticmethod
-    def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _after_storage_class_change(pod: Pod, old: StorageClass | None, new: StorageClass) -> QueueingHint:
         if old is None:
             return QueueingHint.QUEUE
-        if (old.get("allowedTopologies") or None) != (new.get("allowedTopologies") or None):
+        if old.allowed_topologies != new.allowed_topologies:
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
@@ -236,7 +218,7 @@ class VolumeBinding(Plugin):
 
     def _pod_has_pvcs(self, pod: Pod) -> tuple[bool, str | None]:
         has_pvc = False
-        claims = self._objects.get(PVC, {})
+        claims = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
         for vol in pod.volumes:
             claim = claim_of_volume(pod, vol)
             if claim is None:
@@ -252,25 +234,26 @@ class VolumeBinding(Plugin):
                         f'"{name}"',
                     )
                 return has_pvc, not_found(PVC, name)
-            status = pvc.get("status") or {}
-            if status.get("phase") == "Lost":
+            if pvc.phase == "Lost":
                 return has_pvc, (
-                    f'persistentvolumeclaim "{object_name(pvc)}" bound to non-existent persistentvolume '
-                    f'"{pvc_volume_name(pvc)}"'
+                    f'persistentvolumeclaim "{pvc.metadata.name}" bound to non-existent persistentvolume '
+                    f'"{pvc.volume_name}"'
                 )
-            if meta(pvc).get("deletionTimestamp"):
-                return has_pvc, f'persistentvolumeclaim "{object_name(pvc)}" is being deleted'
+            if pvc.metadata.deleting:
+                return has_pvc, f'persistentvolumeclaim "{pvc.metadata.name}" is being deleted'
             if ephemeral:
                 err = volume_is_for_pod(pod, pvc)
                 if err:
                     return has_pvc, err
         return has_pvc, None
 
-    def _get_pod_volume_claims(self, pod: Pod) -> tuple[list[Any], list[Any], list[Any]]:
+    def _get_pod_volume_claims(
+        self, pod: Pod
+    ) -> tuple[list[PersistentVolumeClaim], list[PersistentVolumeClaim], list[PersistentVolumeClaim]]:
         """(bound, unbound delayed, unbound immediate incl. pre-bound) claims, through the assume cache."""
-        bound: list[Mapping[str, Any]] = []
-        delayed: list[Mapping[str, Any]] = []
-        immediate: list[Mapping[str, Any]] = []
+        bound: list[PersistentVolumeClaim] = []
+        delayed: list[PersistentVolumeClaim] = []
+        immediate: list[PersistentVolumeClaim] = []
         objects = self._objects
         for vol in pod.volumes:
             claim = claim_of_volume(pod, vol)
@@ -284,9 +267,9 @@ class VolumeBinding(Plugin):
                 err = volume_is_for_pod(pod, pvc)
                 if err:
                     raise VolumeError(err)
-            if is_fully_bound(pvc):
+            if pvc.is_fully_bound:
                 bound.append(pvc)
-            elif self._is_delay_binding_mode(pvc) and not pvc_volume_name(pvc):
+            elif self._is_delay_binding_mode(pvc) and not pvc.volume_name:
                 delayed.append(pvc)
             else:
                 immediate.append(pvc)
@@ -307,13 +290,13 @@ class VolumeBinding(Plugin):
             return None, Status.as_error(exc)
         if immediate:
             return None, Status.unresolvable(ERR_UNBOUND_IMMEDIATE)
-        unbound_volumes: dict[str, list[Mapping[str, Any]]] = {}
+        unbound_volumes: dict[str, list[PersistentVolume]] = {}
         if delayed:
-            classes = {pvc_class(pvc) for pvc in delayed}
+            classes = {pvc.class_name for pvc in delayed}
             for class_name in classes:
                 unbound_volumes[class_name] = []
             for _, pv in self.pv_cache.items(self._objects):
-                bucket = unbound_volumes.get(pv_class(pv))
+                bucket = unbound_volumes.get(pv.class_name)
                 if bucket is not None:
                     bucket.append(pv)
         state.write(
@@ -365,10 +348,10 @@ class VolumeBinding(Plugin):
             bound_ok, bound_pvs_found = self._check_bound_claims(data.bound_claims, node_name, node_labels)
 
         if data.claims_to_bind:
-            to_match: list[Mapping[str, Any]] = []
-            to_provision: list[Mapping[str, Any]] = []
+            to_match: list[PersistentVolumeClaim] = []
+            to_provision: list[PersistentVolumeClaim] = []
             for pvc in data.claims_to_bind:
-                selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
+                selected = pvc.metadata.annotations.get(ANN_SELECTED_NODE)
                 if selected is not None:
                     if selected != node_name:
                         unbound_ok = False  # fast path: provisioning already targets another node
@@ -390,88 +373,81 @@ class VolumeBinding(Plugin):
         return pod_volumes, reasons()
 
     def _check_bound_claims(
-        self, claims: Sequence[Mapping[str, Any]], node_name: str, node_labels: Mapping[str, str]
+        self, claims: Sequence[PersistentVolumeClaim], node_name: str, node_labels: Mapping[str, str]
     ) -> tuple[bool, bool]:
         """(node affinity satisfied, PVs found) for bound claims; stops at the first failure."""
         objects = self._objects
         for pvc in claims:
-            pv = self.pv_cache.get(objects, pvc_volume_name(pvc))
+            pv = self.pv_cache.get(objects, pvc.volume_name)
             if pv is None:
                 return True, False
-            if not pv_matches_node(pv, node_name, node_labels):
+            if not pv.matches_node(node_name, node_labels):
                 return False, True
         return True, True
 
     def _find_matching_volumes(
         self,
-        claims: Sequence[Mapping[str, Any]],
-        unbound_volumes: Mapping[str, Sequence[Mapping[str, Any]]],
+        claims: Sequence[PersistentVolumeClaim],
+        unbound_volumes: Mapping[str, Sequence[PersistentVolume]],
         node_name: str,
         node_labels: Mapping[str, str],
-    ) -> tuple[bool, list[tuple[Mapping[str, Any], Mapping[str, Any]]], list[Mapping[str, Any]]]:
+    ) -> tuple[bool, list[tuple[PersistentVolumeClaim, PersistentVolume]], list[PersistentVolumeClaim]]:
         """Smallest fitting PV per claim, claims sorted by request so small claims pick first."""
         found = True
         chosen: set[str] = set()
-        bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
-        unmatched: list[Mapping[str, Any]] = []
-        for pvc in sorted(claims, key=storage_request):
+        bindings: list[tuple[PersistentVolumeClaim, PersistentVolume]] = []
+        unmatched: list[PersistentVolumeClaim] = []
+        for pvc in sorted(claims, key=lambda c: c.requested_storage):
             pv = self._find_matching_volume(
-                pvc, unbound_volumes.get(pvc_class(pvc), ()), node_name, node_labels, chosen
+                pvc, unbound_volumes.get(pvc.class_name, ()), node_name, node_labels, chosen
             )
             if pv is None:
                 unmatched.append(pvc)
                 found = False
                 continue
-            chosen.add(object_name(pv))
+            chosen.add(pv.metadata.name)
             bindings.append((pvc, pv))
         return found, bindings, unmatched
 
     @staticmethod
     def _find_matching_volume(
-        pvc: Mapping[str, Any],
-        volumes: Iterable[Mapping[str, Any]],
+        pvc: PersistentVolumeClaim,
+        volumes: Iterable[PersistentVolume],
         node_name: str,
         node_labels: Mapping[str, str],
         excluded: set[str],
-    ) -> Mapping[str, Any] | None:
+    ) -> PersistentVolume | None:
         """``FindMatchingVolume`` (scheduler path): a PV pre-bound to the claim, else the smallest fit."""
-        requested = storage_request(pvc)
-        requested_class = pvc_class(pvc)
-        try:
-            selector = claim_selector(pvc)
-        except ObjectError as exc:
-            raise VolumeError(
-                f"error creating internal label selector for claim: {claim_key(pvc)}: {exc}"
-            ) from None
-        claim_modes = access_modes(pvc)
-        claim_mode = volume_mode(pvc)
-        smallest: Mapping[str, Any] | None = None
+        requested = pvc.requested_storage
+        selector = pvc.selector
+        smallest: PersistentVolume | None = None
         smallest_qty = None
         for pv in volumes:
-            if object_name(pv) in excluded:
+            if pv.metadata.name in excluded:
                 continue
-            if claim_ref(pv) is not None and not is_volume_bound_to_claim(pv, pvc):
+            bound_to_claim = pv.is_bound_to(pvc)
+            if pv.claim_ref is not None and not bound_to_claim:
                 continue
-            capacity = storage_capacity(pv)
+            capacity = pv.capacity
             if capacity < requested:
                 continue
-            if volume_mode(pv) != claim_mode:
+            if pv.volume_mode != pvc.volume_mode:
                 continue
-            if meta(pv).get("deletionTimestamp"):
+            if pv.metadata.deleting:
                 continue
-            affinity_ok = pv_matches_node(pv, node_name, node_labels)
-            if is_volume_bound_to_claim(pv, pvc):
+            affinity_ok = pv.matches_node(node_name, node_labels)
+            if bound_to_claim:
                 # A pre-bound PV that cannot reach the node means no match at all.
                 return pv if affinity_ok else None
-            if (pv.get("status") or {}).get("phase") != "Available":
+            if pv.phase != "Available":
                 continue
-            if selector is not None and not selector.matches(labels_of(pv)):
+            if selector is not None and not selector.matches(pv.metadata.labels):
                 continue
-            if pv_class(pv) != requested_class:
+            if pv.class_name != pvc.class_name:
                 continue
             if not affinity_ok:
                 continue
-            if not claim_modes <= access_modes(pv):
+            if not pvc.access_modes <= pv.access_modes:
                 continue
             if smallest is None or smallest_qty is None or smallest_qty > capacity:
                 smallest, smallest_qty = pv, capacity
@@ -479,65 +455,56 @@ class VolumeBinding(Plugin):
 
     def _check_volume_provisions(
         self,
-        claims: Sequence[Mapping[str, Any]],
+        claims: Sequence[PersistentVolumeClaim],
         node_name: str,
         node_labels: Mapping[str, str],
-        capacities: dict[str, Mapping[str, Any]],
-    ) -> tuple[bool, bool, list[Mapping[str, Any]]]:
+        capacities: dict[str, CSIStorageCapacity],
+    ) -> tuple[bool, bool, list[PersistentVolumeClaim]]:
         """(provisioning possible, enough storage, claims to provision); the first failure decides.
 
         ``capacities`` receives, per claim, the CSIStorageCapacity that has room for it here.
         """
-        provisions: list[Mapping[str, Any]] = []
+        provisions: list[PersistentVolumeClaim] = []
         for pvc in claims:
-            class_name = pvc_class(pvc)
+            class_name = pvc.class_name
             if not class_name:
-                raise VolumeError(f'no class for claim "{claim_key(pvc)}"')
+                raise VolumeError(f'no class for claim "{pvc.key}"')
             sc = self._storage_class(class_name)
             if sc is None:
                 raise VolumeError(f'failed to find storage class "{class_name}"')
-            provisioner = str(sc.get("provisioner") or "")
+            provisioner = sc.provisioner
             if not provisioner or provisioner == NOT_SUPPORTED_PROVISIONER:
                 return False, True, []
-            if not match_topology_terms(sc.get("allowedTopologies"), node_labels):
+            if not sc.allows_topology(node_labels):
                 return False, True, []
             sufficient, capacity = self._has_enough_capacity(provisioner, pvc, class_name, node_labels)
             if not sufficient:
                 return True, False, []
             if capacity is not None:
-                capacities[claim_key(pvc)] = capacity
+                capacities[pvc.key] = capacity
             provisions.append(pvc)
         return True, True, provisions
 
     def _has_enough_capacity(
-        self, provisioner: str, pvc: Mapping[str, Any], class_name: str, node_labels: Mapping[str, str]
-    ) -> tuple[bool, Mapping[str, Any] | None]:
+        self, provisioner: str, pvc: PersistentVolumeClaim, class_name: str, node_labels: Mapping[str, str]
+    ) -> tuple[bool, CSIStorageCapacity | None]:
         """Storage capacity tracking: only for CSI drivers that opt in (CSIDriver.spec.storageCapacity).
 
         Returns whether there is room and the CSIStorageCapacity object that has it.
         """
-        requests = (spec(pvc).get("resources") or {}).get("requests") or {}
-        if "storage" not in requests:
+        size = pvc.storage_request
+        if size is None:
             return True, None
-        driver = self._objects.get("CSIDriver", {}).get(provisioner)
-        if driver is None or not spec(driver).get("storageCapacity"):
+        driver = kinds.objects_of(self._objects, kinds.CSI_DRIVER).get(provisioner)
+        if driver is None or not driver.storage_capacity:
             return True, None
-        size = quantity(requests["storage"])
-        for capacity in self._objects.get("CSIStorageCapacity", {}).values():
-            if capacity.get("storageClassName") != class_name:
+        for capacity in kinds.objects_of(self._objects, kinds.CSI_STORAGE_CAPACITY).values():
+            if capacity.storage_class_name != class_name:
                 continue
-            limit = capacity.get("maximumVolumeSize")
-            if limit is None:
-                limit = capacity.get("capacity")
-            if limit is None or quantity(limit) < size:
+            limit = capacity.volume_limit
+            if limit is None or limit < size:
                 continue
-            topology = capacity.get("nodeTopology")
-            if topology is None:
-                continue
-            try:
-                selector = parse_label_selector(topology, "nodeTopology")
-            except ObjectError:
-                continue
+            selector = capacity.node_topology
             if selector is not None and selector.matches(node_labels):
                 return True, capacity
         return False, None
@@ -566,19 +533,19 @@ class VolumeBinding(Plugin):
         per_class: dict[str, list[int]] = {}
         if pod_volumes.static_bindings or not STORAGE_CAPACITY_SCORING:
             for pvc, pv in pod_volumes.static_bindings:
-                acc = per_class.setdefault(pv_class(pv), [0, 0])
-                acc[0] += math.ceil(storage_request(pvc))
-                acc[1] += math.ceil(storage_capacity(pv))
+                acc = per_class.setdefault(pv.class_name, [0, 0])
+                acc[0] += math.ceil(pvc.requested_storage)
+                acc[1] += math.ceil(pv.capacity)
         else:
             # Dynamic provisioning: the free capacity CSIStorageCapacity reports for the node's
             # topology (per class, the last claim's capacity object, requests summed).
             for pvc in pod_volumes.dynamic_provisions:
-                capacity = pod_volumes.node_capacities.get(claim_key(pvc))
+                capacity = pod_volumes.node_capacities.get(pvc.key)
                 if capacity is None:
                     continue
-                acc = per_class.setdefault(pvc_class(pvc), [0, 0])
-                acc[1] = math.ceil(quantity(capacity.get("capacity")))
-                acc[0] += math.ceil(storage_request(pvc))
+                acc = per_class.setdefault(pvc.class_name, [0, 0])
+                acc[1] = math.ceil(capacity.capacity or 0)
+                acc[0] += math.ceil(pvc.requested_storage)
         return self._score_classes(per_class.values()), None
 
     def _score_classes(self, resources: Iterable[Sequence[int]]) -> int:
@@ -617,7 +584,7 @@ class VolumeBinding(Plugin):
             if claim is None:
                 continue
             pvc = self.pvc_cache.get(objects, f"{pod.namespace}/{claim[0]}")
-            if pvc is None or not is_fully_bound(pvc):
+            if pvc is None or not pvc.is_fully_bound:
                 return False
         return True
 
@@ -625,26 +592,20 @@ class VolumeBinding(Plugin):
         """``AssumePodVolumes``: record the node's decisions in the assume caches; True when nothing to do."""
         if self._are_pod_volumes_bound(pod):
             return True
-        objects = self._objects
-        new_bindings: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+        pvs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME)
+        pvcs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
+        new_bindings: list[tuple[PersistentVolumeClaim, PersistentVolume]] = []
         for pvc, pv in pod_volumes.static_bindings:
             new_pv, dirty = bind_volume_to_claim(pv, pvc)
             if dirty:
-                base = objects.get(PV, {}).get(object_name(pv), pv)
-                self.pv_cache.assume(object_name(pv), base, new_pv)
+                name = pv.metadata.name
+                self.pv_cache.assume(name, pvs.get(name, pv), new_pv)
             new_bindings.append((pvc, new_pv))
-        new_provisions: list[Mapping[str, Any]] = []
+        new_provisions: list[PersistentVolumeClaim] = []
         for pvc in pod_volumes.dynamic_provisions:
-            clone = copy.deepcopy(dict(pvc))
-            clone_meta = dict(clone.get("metadata") or {})
-            clone_meta["annotations"] = {
-                **dict(clone_meta.get("annotations") or {}),
-                ANN_SELECTED_NODE: node_name,
-            }
-            clone["metadata"] = clone_meta
-            key = claim_key(pvc)
-            self.pvc_cache.assume(key, objects.get(PVC, {}).get(key, pvc), clone)
-            new_provisions.append(clone)
+            selected = with_selected_node(pvc, node_name)
+            self.pvc_cache.assume(pvc.key, pvcs.get(pvc.key, pvc), selected)
+            new_provisions.append(selected)
         pod_volumes.static_bindings = new_bindings
         pod_volumes.dynamic_provisions = new_provisions
         return False
@@ -657,9 +618,9 @@ class VolumeBinding(Plugin):
         if pod_volumes is None:
             return
         for _, pv in pod_volumes.static_bindings:
-            self.pv_cache.restore(object_name(pv))
+            self.pv_cache.restore(pv.metadata.name)
         for pvc in pod_volumes.dynamic_provisions:
-            self.pvc_cache.restore(claim_key(pvc))
+            self.pvc_cache.restore(pvc.key)
 
     # -- PreBind --
 
@@ -712,19 +673,19 @@ class VolumeBinding(Plugin):
         client = self.handle.client if self.handle is not None else None
         if client is None:
             return Status.as_error(RuntimeError("VolumeBinding needs handle.client to bind volumes"))
-        objects = self._objects
+        pvs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME)
+        pvcs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
         # Versions seen before our writes: until the watch shows a newer one, "not yet visible" is
         # not a failure (the reference compares against the objects its Update calls returned).
         base_pv_versions = {
-            object_name(pv): resource_version(objects.get(PV, {}).get(object_name(pv)))
+            pv.metadata.name: _resource_version(pvs.get(pv.metadata.name))
             for _, pv in pod_volumes.static_bindings
         }
         base_pvc_versions = {
-            claim_key(pvc): resource_version(objects.get(PVC, {}).get(claim_key(pvc)))
-            for pvc in pod_volumes.dynamic_provisions
+            pvc.key: _resource_version(pvcs.get(pvc.key)) for pvc in pod_volumes.dynamic_provisions
         }
-        claims = [(claim_key(pvc), object_name(pv)) for pvc, pv in pod_volumes.static_bindings]
-        claims += [(claim_key(pvc), "") for pvc in pod_volumes.dynamic_provisions]
+        claims = [(pvc.key, pv.metadata.name) for pvc, pv in pod_volumes.static_bindings]
+        claims += [(pvc.key, "") for pvc in pod_volumes.dynamic_provisions]
         if pod.node_name != node_name:
             pod = dataclasses.replace(pod, node_name=node_name)
         try:
@@ -750,59 +711,60 @@ class VolumeBinding(Plugin):
         base_pvc_versions: Mapping[str, str],
     ) -> bool:
         """``checkBindings`` on the watched objects: True when all claims are fully bound."""
-        objects = self._objects
         node_info = self.handle.snapshot.get(node_name) if self.handle is not None else None
         node = node_info.node if node_info is not None else None
         if node is None:
             raise VolumeError(f'failed to get node "{node_name}": {not_found("Node", node_name)}')
-        pvs = objects.get(PV, {})
-        pvcs = objects.get(PVC, {})
+        pvs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME)
+        pvcs = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
         for pvc_assumed, pv_assumed in pod_volumes.static_bindings:
-            pv_name = object_name(pv_assumed)
+            pv_name = pv_assumed.metadata.name
             pv = pvs.get(pv_name)
             if pv is None:
                 raise VolumeError(f"failed to check binding: {not_found(PV, pv_name)}")
-            key = claim_key(pvc_assumed)
-            pvc = pvcs.get(key)
+            pvc = pvcs.get(pvc_assumed.key)
             if pvc is None:
-                raise VolumeError(f"failed to check binding: {not_found(PVC, object_name(pvc_assumed))}")
-            if not is_volume_bound_to_claim(pv, pvc_assumed):
-                if resource_version(pv) == base_pv_versions.get(pv_name):
+                raise VolumeError(f"failed to check binding: {not_found(PVC, pvc_assumed.metadata.name)}")
+            if not pv.is_bound_to(pvc_assumed):
+                if pv.metadata.resource_version == base_pv_versions.get(pv_name):
                     return False  # our update is not visible yet
-                ref = claim_ref(pv)
-                if ref is None or not ref.get("uid"):
+                if pv.claim_ref is None or not pv.claim_ref.uid:
                     raise VolumeError(f'ClaimRef got reset for pv "{pv_name}"')
                 raise VolumeError(f'pv "{pv_name}" was bound to another claim')
-            if not pv_matches_node(pv, node.name, node.labels):
+            if not pv.matches_node(node.name, node.labels):
                 raise VolumeError(
                     f'pv "{pv_name}" node affinity doesn\'t match node "{node.name}": '
                     "no matching NodeSelectorTerms"
                 )
-            if not is_fully_bound(pvc):
+            if not pvc.is_fully_bound:
                 return False
         for claim in pod_volumes.dynamic_provisions:
-            key = claim_key(claim)
+            key = claim.key
             pvc = pvcs.get(key)
             if pvc is None:
-                raise VolumeError(f"failed to check provisioning pvc: {not_found(PVC, object_name(claim))}")
-            selected = annotations_of(pvc).get(ANN_SELECTED_NODE)
-            if selected != node_name:
-                if resource_version(pvc) == base_pvc_versions.get(key):
+                raise VolumeError(f"failed to check provisioning pvc: {not_found(PVC, claim.metadata.name)}")
+            annotations = pvc.metadata.annotations
+            if annotations.get(ANN_SELECTED_NODE) != node_name:
+                if pvc.metadata.resource_version == base_pvc_versions.get(key):
                     return False  # our update is not visible yet
-                if not annotations_of(pvc):
-                    raise VolumeError(f'selectedNode annotation reset for PVC "{object_name(pvc)}"')
+                if not annotations:
+                    raise VolumeError(f'selectedNode annotation reset for PVC "{pvc.metadata.name}"')
                 # The provisioner removes the annotation to ask for another scheduling attempt.
-                raise VolumeError(f'provisioning failed for PVC "{object_name(pvc)}"')
-            volume_name = pvc_volume_name(pvc)
+                raise VolumeError(f'provisioning failed for PVC "{pvc.metadata.name}"')
+            volume_name = pvc.volume_name
             if volume_name:
                 pv = pvs.get(volume_name)
                 if pv is None:
                     return False  # the PV may not have reached the watch yet
-                if not pv_matches_node(pv, node.name, node.labels):
+                if not pv.matches_node(node.name, node.labels):
                     raise VolumeError(
                         f'pv "{volume_name}" node affinity doesn\'t match node "{node.name}": '
                         "no matching NodeSelectorTerms"
                     )
-            if not is_fully_bound(pvc):
+            if not pvc.is_fully_bound:
                 return False
         return True
+
+
+def _resource_version(obj: PersistentVolume | PersistentVolumeClaim | None) -> str:
+    return obj.metadata.resource_version if obj is not None else ""
