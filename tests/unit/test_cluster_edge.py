@@ -511,6 +511,30 @@ async def test_bind_volumes(server: Any) -> None:
         await client.bind_volumes(_pod(), [("ns/dyn", "")])  # no node chosen
 
 
+async def test_bind_volumes_reads_the_pv_claim_ref(server: Any) -> None:
+    """A PV already bound to the claim is left alone; one claimed by another claim is a Conflict."""
+    client, calls = server
+    client.responses[("GET", "/api/v1/namespaces/ns/persistentvolumeclaims/static")] = (
+        200,
+        {"metadata": {"name": "static", "namespace": "ns", "uid": "pvc-uid", "resourceVersion": "3"}},
+    )
+    mine = {"claimRef": {"namespace": "ns", "name": "static", "uid": "pvc-uid"}}
+    client.responses[("GET", "/api/v1/persistentvolumes/pv1")] = (
+        200,
+        {"metadata": {"name": "pv1"}, "spec": mine},
+    )
+    await client.bind_volumes(_pod(nodeName="n1"), [("ns/static", "pv1")])
+    assert [c for c in calls if c[0] == "PATCH"] == []
+    theirs = {"claimRef": {"namespace": "other", "name": "data", "uid": "u2"}}
+    client.responses[("GET", "/api/v1/persistentvolumes/pv1")] = (
+        200,
+        {"metadata": {"name": "pv1"}, "spec": theirs},
+    )
+    with pytest.raises(Conflict, match="already claimed by other/data"):
+        await client.bind_volumes(_pod(nodeName="n1"), [("ns/static", "pv1")])
+    assert [c for c in calls if c[0] == "PATCH"] == []
+
+
 async def test_failed_scheduling_note_is_truncated_but_not_the_condition(server: Any) -> None:
     client, calls = server
     message = "y" * 5000

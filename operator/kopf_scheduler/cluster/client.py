@@ -22,6 +22,12 @@ from urllib.parse import quote
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
+from kopf_scheduler.api.storage import (
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+)
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
@@ -36,8 +42,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "kopf-scheduler"
-SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
-BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 # client-go's retry.DefaultBackoff (10 ms, x5, 4 steps, 10 % jitter) as util.PatchPodStatus uses it.
@@ -389,36 +393,35 @@ class KubeClusterClient:
             await self._request(
                 "PATCH",
                 pvc_path,
-                body={"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}},
+                body={"metadata": {"annotations": {ANN_SELECTED_NODE: node}}},
                 content_type=MERGE,
             )
             return
-        pvc = await self._request("GET", pvc_path)
-        meta = pvc.get("metadata") or {}
+        pvc = parse_persistent_volume_claim(await self._request("GET", pvc_path))
         claim_ref = {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "namespace": namespace,
             "name": name,
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
+            "uid": pvc.metadata.uid,
+            "resourceVersion": pvc.metadata.resource_version,
         }
         pv_path = f"/api/v1/persistentvolumes/{quote(pv_name)}"
-        pv = await self._request("GET", pv_path)
-        existing = (pv.get("spec") or {}).get("claimRef") or {}
-        if existing.get("uid") == claim_ref["uid"] and existing.get("name") == name:
-            return  # already bound to this claim
-        if existing.get("name") and (existing.get("name"), existing.get("namespace")) != (name, namespace):
-            owner = f"{existing.get('namespace')}/{existing.get('name')}"
-            raise Conflict(f"PV {pv_name} is already claimed by {owner}", 409)
+        pv = parse_persistent_volume(await self._request("GET", pv_path))
+        owner = pv.claim_ref
+        if owner is not None and owner.name:
+            if owner.uid == pvc.metadata.uid and owner.name == name:
+                return  # already bound to this claim
+            if (owner.name, owner.namespace) != (name, namespace):
+                raise Conflict(f"PV {pv_name} is already claimed by {owner.namespace}/{owner.name}", 409)
         # resourceVersion in the patch makes it a compare-and-swap: a concurrent binder gets 409.
         await self._request(
             "PATCH",
             pv_path,
             body={
                 "metadata": {
-                    "resourceVersion": (pv.get("metadata") or {}).get("resourceVersion"),
-                    "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
+                    "resourceVersion": pv.metadata.resource_version,
+                    "annotations": {ANN_BOUND_BY_CONTROLLER: "yes"},
                 },
                 "spec": {"claimRef": claim_ref},
             },
