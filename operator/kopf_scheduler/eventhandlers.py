@@ -4,19 +4,19 @@ Unassigned pods that one of our profiles is responsible for live in the queue; a
 any scheduler live in the cache. Every change that may make a waiting pod schedulable is turned
 into a ``ClusterEvent`` for the queue, which moves only the pods whose rejecting plugins care.
 
-The edge hands parsed objects (``Pod``/``Node``; raw dicts for other kinds). Terminal pods
+The edge hands parsed objects (``Pod``/``Node``, and each other kind's typed view: api/kinds.py;
+a PodGroup's also feeds the cache's pod group states). Terminal pods
 count as deleted, as the reference's pod informer never lists them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kopf_scheduler.api.objects import Node, Pod
-from kopf_scheduler.api.podgroup import parse_pod_group, pod_group_key
-from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cache.cache import CacheError
 from kopf_scheduler.cache.interface import SchedulerCache
 from kopf_scheduler.framework.events import (
@@ -36,7 +36,6 @@ __all__ = ["EventHandlers"]
 
 log = logging.getLogger(__name__)
 
-POD_GROUP_KIND = "PodGroup"
 
 def _le_priority(priority: int) -> Callable[[Pod], bool]:
     return lambda pod: pod.priority <= priority
@@ -194,37 +193,26 @@ class EventHandlers:
 
     # -- other objects: each the kind's typed view (api/kinds.py), parsed at the edge --
 
-    def add_object(self, kind: str, raw: Any) -> None:
-        self.cache.add_object(kind, raw)
-        if kind == POD_GROUP_KIND:
-            self._set_pod_group(raw)
+    def add_object(self, kind: str, obj: Any) -> None:
+        self.cache.add_object(kind, obj)
+        if isinstance(obj, PodGroup):
+            self.cache.pod_groups.set_group(obj)
         event = object_event(kind, ActionType.ADD)
         if event is not None:
-            self.queue.move_all_to_active_or_backoff(event, None, raw)
+            self.queue.move_all_to_active_or_backoff(event, None, obj)
 
     def update_object(self, kind: str, old: Any, new: Any) -> None:
         self.cache.update_object(kind, new)
-        if kind == POD_GROUP_KIND:
-            self._set_pod_group(new)
+        if isinstance(new, PodGroup):
+            self.cache.pod_groups.set_group(new)
         event = object_event(kind, ActionType.UPDATE)
         if event is not None:
             self.queue.move_all_to_active_or_backoff(event, old, new)
 
-    def _set_pod_group(self, raw: Mapping[str, Any]) -> None:
-        try:
-            group = parse_pod_group(raw)
-        except (ObjectError, ValueError) as exc:
-            meta = raw.get("metadata") or {}
-            log.error("PodGroup %s/%s is malformed: %s", meta.get("namespace"), meta.get("name"), exc)
-            return
-        self.cache.pod_groups.set_group(group)
-
-    def delete_object(self, kind: str, raw: Any) -> None:
-        self.cache.delete_object(kind, raw)
-        if kind == POD_GROUP_KIND:
-            meta = raw.get("metadata") or {}
-            key = pod_group_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-            self.cache.pod_groups.delete_group(key)
+    def delete_object(self, kind: str, obj: Any) -> None:
+        self.cache.delete_object(kind, obj)
+        if isinstance(obj, PodGroup):
+            self.cache.pod_groups.delete_group(obj.key)
         event = object_event(kind, ActionType.DELETE)
         if event is not None:
-            self.queue.move_all_to_active_or_backoff(event, raw, None)
+            self.queue.move_all_to_active_or_backoff(event, obj, None)

@@ -256,6 +256,7 @@ class MemoryClusterClient:
     ) -> None:
         key = f"{namespace}/{name}"
         self.pod_group_conditions[key] = [dict(c) for c in conditions]
-        stored = (self.objects or {}).get("PodGroup", {}).get(key)
-        if stored is not None:
-            stored.setdefault("status", {})["conditions"] = [dict(c) for c in conditions]
+        groups = (self.objects or {}).get(kinds.POD_GROUP.kind, {})
+        stored = groups.get(key)
+        if isinstance(stored, PodGroup):  # a new view replaces the old, as the watch would deliver
+            groups[key] = dataclasses.replace(stored, conditions=tuple(dict(c) for c in conditions))

@@ -24,7 +24,6 @@ import yaml
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
-from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config import features
 from kopf_scheduler.config import kubescheduler as ks
@@ -131,7 +130,7 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
         try:
             if kind == "PriorityClass":
                 stored = admission.add_priority_class(doc)
-                inputs.objects.setdefault(kind, {})[_doc_name(doc)] = stored
+                inputs.objects.setdefault(kind, {})[_doc_name(doc)] = kinds.PRIORITY_CLASS.parse(stored)
             elif kind == "RuntimeClass":
                 admission.add_runtime_class(doc)
             elif kind == "StorageClass":
@@ -184,8 +183,6 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
                     raise SimulationError(f"{label}: metadata.name: required")
                 key = kinds.by_name(kind).key(meta)
                 obj = dict(admission.admit_claim(doc)) if kind == "PersistentVolumeClaim" else dict(doc)
-                if kind == "PodGroup":
-                    parse_pod_group(obj)  # a malformed group is the input's error, named here
                 if kind == "StorageClass" and not obj.get("volumeBindingMode"):
                     obj["volumeBindingMode"] = "Immediate"  # the apiserver's default
                 # The typed view, parsed once here as the informers do; a malformed object is the
@@ -311,8 +308,8 @@ async def simulate(inputs: Inputs, seed: int | None = None) -> list[PodOutcome]:
     for pod in inputs.running:
         cache.add_pod(pod)
     # Gang scheduling: the PodGroups, and every pod naming one, as the event handlers feed them.
-    for raw in inputs.objects.get("PodGroup", {}).values():
-        cache.pod_groups.set_group(parse_pod_group(raw))
+    for group in kinds.objects_of(inputs.objects, kinds.POD_GROUP).values():
+        cache.pod_groups.set_group(group)
     for pod in (*inputs.running, *inputs.pending):
         cache.pod_groups.set_pod(pod)
     ours = [p for p in inputs.pending if p.scheduler_name in profiles]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kopf_scheduler.api.core import parse_namespace
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.cache import Cache
 from kopf_scheduler.eventhandlers import EventHandlers
@@ -347,7 +348,7 @@ def test_objects_are_stored_and_raise_events() -> None:
     assert env.cache.objects["PersistentVolumeClaim"]["default/data"] is newer
     env.handlers.delete_object("PersistentVolumeClaim", newer)
     assert "default/data" not in env.cache.objects["PersistentVolumeClaim"]
-    ns = {"metadata": {"name": "team", "labels": {"a": "b"}}}
+    ns = parse_namespace({"metadata": {"name": "team", "labels": {"a": "b"}}})
     env.handlers.add_object("Namespace", ns)
     assert env.cache.objects["Namespace"]["team"] is ns
 

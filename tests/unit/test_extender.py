@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.podgroup import parse_pod_group
 from kopf_scheduler.cluster.extender import (
     HTTPExtender,
     bind_args,
@@ -686,12 +687,14 @@ async def test_a_gangs_members_go_through_the_extenders_too() -> None:
             engine.handlers.add_node(make_node(f"n{i}", cpu="1"))
         engine.handlers.add_object(
             "PodGroup",
-            {
-                "apiVersion": "scheduling.k8s.io/v1beta1",
-                "kind": "PodGroup",
-                "metadata": {"name": "g", "namespace": "default", "uid": "pg-g", "generation": 1},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "priority": 0},
-            },
+            parse_pod_group(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": "g", "namespace": "default", "uid": "pg-g", "generation": 1},
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "priority": 0},
+                }
+            ),
         )
         for i in range(3):
             member = make_pod(

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.podgroup import PodGroup
+from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.engine import Engine, new_engine
 from kopf_scheduler.framework.interface import Code, PlacementProgress
@@ -36,14 +37,17 @@ def gang_profile() -> SchedulerProfileSpec:
     )
 
 
-def pod_group(name: str, min_count: int | None, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+def pod_group(name: str, min_count: int | None, namespace: str = "default", **spec: Any) -> PodGroup:
+    """The view the informer would hand the event handlers."""
     policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace, "uid": f"pg-{name}", "generation": 1},
-        "spec": {"schedulingPolicy": policy, "priority": 0, **spec},
-    }
+    return parse_pod_group(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"pg-{name}", "generation": 1},
+            "spec": {"schedulingPolicy": policy, "priority": 0, **spec},
+        }
+    )
 
 
 def engine_with(nodes: int, cpu: str = "1") -> tuple[Engine, MemoryClusterClient]:
@@ -113,7 +117,7 @@ def test_pre_enqueue_messages() -> None:
 
 def test_placement_feasible() -> None:
     plugin = GangScheduling()
-    group = PodGroup("default", "g", gang_min_count=4)
+    group = PodGroup(ObjectMeta("g", "default"), gang_min_count=4)
     done = plugin.placement_feasible(group, PlacementProgress(scheduled=4, remaining=0))
     assert done is None
     wait = plugin.placement_feasible(group, PlacementProgress(scheduled=2, remaining=3))
@@ -122,7 +126,7 @@ def test_placement_feasible() -> None:
     lost = plugin.placement_feasible(group, PlacementProgress(scheduled=2, remaining=1))
     assert lost is not None and lost.code == Code.UNSCHEDULABLE
     assert lost.message == "minCount (4) cannot be satisfied: 2 scheduled, 1 remaining"
-    assert plugin.placement_feasible(PodGroup("default", "b"), PlacementProgress(1, 0)) is None
+    assert plugin.placement_feasible(PodGroup(ObjectMeta("b", "default")), PlacementProgress(1, 0)) is None
 
 
 # -- the whole-group cycle --

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.podgroup import PodGroup
+from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
+from kopf_scheduler.api.policy import parse_pod_disruption_budget
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.engine import Engine, new_engine
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
@@ -26,7 +27,6 @@ from kopf_scheduler.framework.podgroup_preemption import (
     filter_victims_with_pdb_violation,
     more_important_victim,
 )
-from kopf_scheduler.framework.preemption import parse_pdbs
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import default_registry
 from kopf_scheduler.memory_client import MemoryClusterClient
@@ -47,19 +47,19 @@ def gang_profile(preemption: bool = True) -> SchedulerProfileSpec:
     return load_profile({"schedulerName": GANG, "plugins": plugins})
 
 
-def pod_group(
-    name: str, priority: int, *, min_count: int | None = None, all_: bool = False
-) -> dict[str, Any]:
+def pod_group(name: str, priority: int, *, min_count: int | None = None, all_: bool = False) -> PodGroup:
     policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     spec: dict[str, Any] = {"schedulingPolicy": policy, "priority": priority}
     if all_:
         spec["disruptionMode"] = {"all": {}}
-    return {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}", "generation": 1},
-        "spec": spec,
-    }
+    return parse_pod_group(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}", "generation": 1},
+            "spec": spec,
+        }
+    )
 
 
 def placed(name: str, node: str, cpu: str, priority: int, group: str = "", **kw: Any) -> Pod:
@@ -200,15 +200,15 @@ def test_a_unit_violates_a_pdb_when_any_of_its_pods_does() -> None:
     a = make_pod("a-1", labels={"app": "a"}, node_name="n1")
     b = make_pod("a-2", labels={"app": "a"}, node_name="n2")
     c = make_pod("c", labels={"app": "c"}, node_name="n3")
-    pdbs = parse_pdbs(
-        {
-            "default/a": {
+    pdbs = [
+        parse_pod_disruption_budget(
+            {
                 "metadata": {"namespace": "default", "name": "a"},
                 "spec": {"selector": {"matchLabels": {"app": "a"}}},
                 "status": {"disruptionsAllowed": 1},
             }
-        }
-    )
+        )
+    ]
     pair = Victim([a, b], LOW, 2, 0.0)
     lone = Victim([c], LOW, 1, 0.0)
     violating, fine = filter_victims_with_pdb_violation([pair, lone], pdbs)
@@ -258,13 +258,15 @@ async def test_a_pdb_protected_unit_is_given_back_before_the_others(allowed: int
     h.add_pod(placed("guarded", "n3", "150m", LOW, labels={"app": "guarded"}))
     h.add_object(
         "PodDisruptionBudget",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"namespace": "default", "name": "guard"},
-            "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
-            "status": {"disruptionsAllowed": allowed},
-        },
+        parse_pod_disruption_budget(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"namespace": "default", "name": "guard"},
+                "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
+                "status": {"disruptionsAllowed": allowed},
+            }
+        ),
     )
     await drain(engine)
     await engine.scheduler.wait_for_bindings()

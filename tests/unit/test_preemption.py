@@ -9,15 +9,14 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.objects import Pod, parse_pod
+from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.preemption import (
     Candidate,
     Evaluator,
-    PodDisruptionBudget,
     earliest_start_time_of_highest_priority,
-    parse_pdbs,
     pick_one_node_for_preemption,
     success_message,
 )
@@ -336,7 +335,8 @@ def test_preempt_ineligible_keeps_nomination_and_passes_nominated_status() -> No
 
 
 def test_preempt_reads_pdbs_from_handle_objects() -> None:
-    pdbs = {
+    """The evaluator hands the policy the PDB views of ``handle.objects``, in key order."""
+    raw = {
         "default/z": {"metadata": {"name": "z", "namespace": "default"}, "spec": {"selector": {}}},
         "default/a": {
             "metadata": {"name": "a", "namespace": "default"},
@@ -344,25 +344,14 @@ def test_preempt_reads_pdbs_from_handle_objects() -> None:
             "status": {"disruptionsAllowed": 2, "disruptedPods": {"p1": "2025-01-01T00:00:00Z"}},
         },
     }
+    pdbs = {key: parse_pod_disruption_budget(obj) for key, obj in raw.items()}
     policy = ScriptedPolicy({"a": ok("v")})
     ev = Evaluator("T", MiniHandle(snapshot(["a"]), {"PodDisruptionBudget": pdbs}), policy)
     ev.preempt(CycleState(), pod("p", 10), {"a": Status(U)})
     (seen,) = policy.seen_pdbs
-    assert [(b.name, b.disruptions_allowed, b.disrupted_pods) for b in seen] == [
+    assert [(b.metadata.name, b.disruptions_allowed, b.disrupted_pods) for b in seen] == [
         ("a", 2, frozenset({"p1"})),
         ("z", 0, frozenset()),
     ]
     assert seen[0].selector is not None and seen[0].selector.matches({"app": "x"})
     assert seen[1].selector is not None and seen[1].selector.is_empty()
-
-
-def test_parse_pdbs_tolerates_garbage() -> None:
-    parsed = parse_pdbs(
-        {
-            "ns/bad": {"metadata": {"name": "bad", "namespace": "ns"}, "spec": {"selector": "oops"}},
-            "ns/junk": "not a dict",
-            "ns/n": {"metadata": {"name": "n", "namespace": "ns"}, "status": {"disruptionsAllowed": "x"}},
-        }
-    )
-    assert [(p.name, p.selector, p.disruptions_allowed) for p in parsed] == [("bad", None, 0), ("n", None, 0)]
-    assert parse_pdbs(None) == []

@@ -68,12 +68,13 @@ def test_class_gives_priority_and_preemption_policy(tmp_path: Path) -> None:
     )
     (p,) = inputs.pending
     assert (p.priority, p.preemption_policy) == (500, "Never")
-    assert inputs.objects["PriorityClass"]["polite"]["preemptionPolicy"] == "Never"
+    stored = inputs.objects["PriorityClass"]["polite"]  # the view, parsed from what admission stored
+    assert (stored.value, stored.preemption_policy) == (500, "Never")
 
 
 def test_class_without_policy_defaults_to_preempt_lower_priority(tmp_path: Path) -> None:
     inputs = load(tmp_path, pclass("gold", 7), pod("p", priorityClassName="gold"))
-    assert inputs.objects["PriorityClass"]["gold"]["preemptionPolicy"] == "PreemptLowerPriority"
+    assert inputs.objects["PriorityClass"]["gold"].preemption_policy == "PreemptLowerPriority"
     assert inputs.pending[0].preemption_policy == "PreemptLowerPriority"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kopf_scheduler.api.types import as_int, as_list, as_mapping, as_str_map, parse_timestamp
 
-__all__ = ["ObjectMeta", "OwnerReference", "parse_meta", "parse_namespaced_meta"]
+__all__ = ["ObjectMeta", "OwnerReference", "parse_meta", "parse_namespaced_meta", "parse_owner_references"]
 
 _NO_STRINGS: Mapping[str, str] = {}
 
@@ -49,20 +49,25 @@ class ObjectMeta:
         return next((r for r in self.owner_references if r.controller), None)
 
 
-def parse_meta(raw: Any, path: str = "metadata") -> ObjectMeta:
-    """``metadata`` of any object; an ObjectError names the offending field."""
-    meta = as_mapping(raw, path)
-    owners = tuple(
+def parse_owner_references(raw: Any, path: str = "metadata.ownerReferences") -> tuple[OwnerReference, ...]:
+    """``metadata.ownerReferences`` (the Pod parser's too, whose metadata is not an ObjectMeta)."""
+    return tuple(
         OwnerReference(
             api_version=str(ref.get("apiVersion") or ""),
             kind=str(ref.get("kind") or ""),
             name=str(ref.get("name") or ""),
             uid=str(ref.get("uid") or ""),
-            controller=bool(ref.get("controller")),
+            controller=ref.get("controller") is True,
         )
-        for i, item in enumerate(as_list(meta.get("ownerReferences"), f"{path}.ownerReferences"))
-        for ref in (as_mapping(item, f"{path}.ownerReferences[{i}]"),)
+        for i, item in enumerate(as_list(raw, path))
+        for ref in (as_mapping(item, f"{path}[{i}]"),)
     )
+
+
+def parse_meta(raw: Any, path: str = "metadata") -> ObjectMeta:
+    """``metadata`` of any object; an ObjectError names the offending field."""
+    meta = as_mapping(raw, path)
+    owners = parse_owner_references(meta.get("ownerReferences"), f"{path}.ownerReferences")
     deletion = meta.get("deletionTimestamp")
     return ObjectMeta(
         name=str(meta.get("name") or ""),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopf_scheduler.api.meta import OwnerReference, parse_owner_references
 from kopf_scheduler.api.resources import (
     PodRequests,
     parse_resource_list,
@@ -118,7 +119,7 @@ class Pod:
     images: tuple[str, ...] = ()
     volumes: tuple[Mapping[str, Any], ...] = ()
     scheduling_gates: tuple[str, ...] = ()
-    owner_references: tuple[Mapping[str, Any], ...] = ()
+    owner_references: tuple[OwnerReference, ...] = ()
     creation_timestamp: float = 0.0
     start_time: float = 0.0
     deletion_timestamp: float = 0.0
@@ -434,7 +435,7 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         )
         if gates is not None
         else (),
-        owner_references=tuple(as_list(meta.get("ownerReferences"), "metadata.ownerReferences")),
+        owner_references=parse_owner_references(meta.get("ownerReferences")),
         creation_timestamp=parse_timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         start_time=parse_timestamp(status.get("startTime"), "status.startTime"),
         deletion_timestamp=parse_timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),

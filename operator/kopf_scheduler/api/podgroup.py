@@ -8,9 +8,10 @@ of that (the reference treats such a group's minCount as 1).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api.meta import ObjectMeta, parse_namespaced_meta
 from kopf_scheduler.api.types import as_int, as_list, as_mapping
 
 __all__ = [
@@ -30,22 +31,38 @@ def pod_group_key(namespace: str, name: str) -> str:
 
 @dataclass(slots=True, frozen=True)
 class PodGroup:
-    namespace: str
-    name: str
-    uid: str = ""
-    generation: int = 0
+    """The typed view of a PodGroup (``api/kinds.py``'s ``POD_GROUP``), parsed once at the edge."""
+
+    metadata: ObjectMeta
     # spec.schedulingPolicy.gang.minCount; None when the policy is not a gang.
     gang_min_count: int | None = None
     priority: int = 0
     preemption_policy: str = ""
     # spec.disruptionMode.all: its placed pods are preempted together or not at all.
     disruption_all: bool = False
+    # status.conditions as stored: the base of the scheduler's status write (a merge patch replaces
+    # the whole list, so the conditions other controllers own go back unchanged); plugins never read it.
     conditions: tuple[Mapping[str, Any], ...] = ()
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def uid(self) -> str:
+        return self.metadata.uid
+
+    @property
+    def generation(self) -> int:
+        return self.metadata.generation
 
     @property
     def key(self) -> str:
-        return pod_group_key(self.namespace, self.name)
+        return pod_group_key(self.metadata.namespace, self.metadata.name)
 
     @property
     def min_count(self) -> int:
@@ -61,7 +78,6 @@ class PodGroup:
 
 def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup:
     """Raises ObjectError (a ValueError) naming the first malformed field."""
-    meta = as_mapping(obj.get("metadata"), "metadata")
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
     policy = as_mapping(spec.get("schedulingPolicy"), "spec.schedulingPolicy")
@@ -76,14 +92,10 @@ def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup:
         for i, c in enumerate(as_list(status.get("conditions"), "status.conditions"))
     )
     return PodGroup(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""),
-        generation=as_int(meta.get("generation"), "metadata.generation"),
+        metadata=parse_namespaced_meta(obj.get("metadata")),
         gang_min_count=gang_min,
         priority=as_int(spec.get("priority"), "spec.priority"),
         preemption_policy=str(spec.get("preemptionPolicy") or ""),
         disruption_all=disruption.get("all") is not None,
         conditions=conditions,
-        raw=obj,
     )

@@ -26,13 +26,13 @@ from kopf_scheduler.framework.interface import (
     Status,
     is_success,
 )
-from kopf_scheduler.framework.preemption import parse_pdbs, terminating_by_preemption
+from kopf_scheduler.framework.preemption import disruption_budgets, terminating_by_preemption
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
+    from kopf_scheduler.api.policy import PodDisruptionBudget
     from kopf_scheduler.framework.interface import Handle, PodGroupManager
-    from kopf_scheduler.framework.preemption import PodDisruptionBudget
 
 __all__ = [
     "NO_VICTIMS_MSG",
@@ -160,7 +160,7 @@ def filter_victims_with_pdb_violation(
         if not pod.labels:
             return False
         for i, pdb in enumerate(pdbs):
-            if pdb.namespace != pod.namespace or pdb.selector is None or pdb.selector.is_empty():
+            if pdb.metadata.namespace != pod.namespace or pdb.selector is None or pdb.selector.is_empty():
                 continue
             if not pdb.selector.matches(pod.labels) or pod.name in pdb.disrupted_pods:
                 continue
@@ -229,7 +229,7 @@ class PodGroupEvaluator:
         potential = [v for v in victims if v.priority < group.priority]
         if not potential:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS_MSG)
-        pdbs = parse_pdbs(handle.objects.get("PodDisruptionBudget"))
+        pdbs = disruption_budgets(handle.objects)
         for victim in potential:
             for pod in victim.pods:
                 sim.remove_pod(pod)

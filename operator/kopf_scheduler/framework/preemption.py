@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from kopf_scheduler.api.selectors import parse_label_selector
-from kopf_scheduler.api.types import LabelSelector, ObjectError
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.policy import PodDisruptionBudget
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NodeToStatus
 from kopf_scheduler.framework.extender import Extender, Victims, process_preemption
 from kopf_scheduler.framework.interface import Code, CycleState, PostFilterResult, Status
@@ -33,11 +33,10 @@ __all__ = [
     "PREEMPTION_NOT_HELPFUL_MSG",
     "Candidate",
     "Evaluator",
-    "PodDisruptionBudget",
     "PreemptionPolicy",
+    "disruption_budgets",
     "earliest_start_time_of_highest_priority",
     "lower_priority_nominated_pods",
-    "parse_pdbs",
     "pick_one_node_for_preemption",
     "pod_start_time",
     "success_message",
@@ -56,50 +55,11 @@ def success_message(node_name: str, num_victims: int) -> str:
 _MAX_INT32 = 2**31 - 1
 
 
-@dataclass(slots=True)
-class PodDisruptionBudget:
-    """The parts of a policy/v1 PodDisruptionBudget preemption reads."""
-
-    namespace: str
-    name: str
-    selector: LabelSelector | None  # None: nil or invalid selector, matches nothing
-    disruptions_allowed: int = 0
-    disrupted_pods: frozenset[str] = frozenset()
-
-
-def parse_pdbs(raw: Mapping[str, Any] | None) -> list[PodDisruptionBudget]:
-    """PDB dicts (as in ``handle.objects["PodDisruptionBudget"]``) in key order.
-
-    An invalid selector does not match any pod (the reference skips the PDB), so a malformed
-    object never fails preemption.
-    """
-    out: list[PodDisruptionBudget] = []
-    for key in sorted(raw or {}):
-        obj = (raw or {})[key]
-        if not isinstance(obj, Mapping):
-            continue
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        try:
-            selector = parse_label_selector(spec.get("selector"), "spec.selector")
-        except (ObjectError, AttributeError, TypeError):
-            selector = None
-        try:
-            allowed = int(status.get("disruptionsAllowed") or 0)
-        except (TypeError, ValueError):
-            allowed = 0
-        disrupted = status.get("disruptedPods") or {}
-        out.append(
-            PodDisruptionBudget(
-                namespace=str(meta.get("namespace") or "default"),
-                name=str(meta.get("name") or ""),
-                selector=selector,
-                disruptions_allowed=allowed,
-                disrupted_pods=frozenset(disrupted) if isinstance(disrupted, Mapping) else frozenset(),
-            )
-        )
-    return out
+def disruption_budgets(objects: Mapping[str, Mapping[str, object]]) -> list[PodDisruptionBudget]:
+    """The PDBs of ``handle.objects`` (views parsed at the edge) in key order, so dry runs spend
+    budgets in the same order whatever order the informer delivered them in."""
+    pdbs = kinds.objects_of(objects, kinds.POD_DISRUPTION_BUDGET)
+    return [pdbs[key] for key in sorted(pdbs)]
 
 
 @dataclass(slots=True)
@@ -318,7 +278,7 @@ class Evaluator:
             ]
         if not potential:
             return [], {}, []
-        pdbs = parse_pdbs(self.handle.objects.get("PodDisruptionBudget"))
+        pdbs = disruption_budgets(self.handle.objects)
         offset, num_candidates = self.policy.get_offset_and_num_candidates(len(potential))
         return self.dry_run_preemption(state, pod, potential, pdbs, offset, num_candidates)
 

@@ -36,7 +36,6 @@ from kopf_scheduler.framework.podgroup_preemption import PodGroupEvaluator
 from kopf_scheduler.framework.preemption import (
     Candidate,
     Evaluator,
-    PodDisruptionBudget,
     pod_start_time,
     terminating_by_preemption,
 )
@@ -45,6 +44,7 @@ from kopf_scheduler.metrics.recorder import CODE_LABELS
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
+    from kopf_scheduler.api.policy import PodDisruptionBudget
     from kopf_scheduler.framework.extender import Extender
     from kopf_scheduler.framework.interface import Handle
     from kopf_scheduler.framework.types import NodeInfo
@@ -155,7 +155,7 @@ def filter_pods_with_pdb_violation(
                 candidates.sort()
             for i in candidates:
                 pdb = pdbs[i]
-                if pdb.namespace != pod.namespace:
+                if pdb.metadata.namespace != pod.namespace:
                     continue
                 if pdb.selector is None or not pdb.selector.matches(pod.labels):
                     continue

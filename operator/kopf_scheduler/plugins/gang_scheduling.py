@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
-from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -35,13 +34,9 @@ PERMIT_TIMEOUT = 300.0
 WAITING_FOR_MEMBERS = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
-def _as_pod_group(obj: Any) -> PodGroup | None:
-    if isinstance(obj, PodGroup):
-        return obj
-    try:
-        return parse_pod_group(obj) if obj is not None else None
-    except (ObjectError, ValueError):
-        return None
+def _as_pod_group(obj: object) -> PodGroup | None:
+    """A PodGroup event's old/new: the view the edge parsed (None on the absent side)."""
+    return obj if isinstance(obj, PodGroup) else None
 
 
 class GangScheduling(Plugin):

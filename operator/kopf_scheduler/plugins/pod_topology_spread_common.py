@@ -20,8 +20,8 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Node, Pod
-from kopf_scheduler.api.selectors import parse_label_selector
 from kopf_scheduler.api.types import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -435,58 +435,35 @@ def count_pods_match_selector(pods: Iterable[Pod], selector: LabelSelector | Non
 # --- default selector (helper.DefaultSelector) ------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
-def _controller_of(pod: Pod) -> Mapping[str, Any] | None:
-    for ref in pod.owner_references:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return ref
-    return None
-
-
-def default_selector(pod: Pod, objects: Mapping[str, Mapping[str, Any]]) -> LabelSelector:
+def default_selector(pod: Pod, objects: Mapping[str, Mapping[str, object]]) -> LabelSelector:
     """Selector from the Services selecting the pod and its controlling RC/ReplicaSet/StatefulSet."""
     label_set: dict[str, str] = {}
-    for key, svc in objects.get("Service", {}).items():
-        ns = _meta(svc).get("namespace") or key.partition("/")[0]
-        if ns != pod.namespace:
+    for svc in kinds.objects_of(objects, kinds.SERVICE).values():
+        if svc.metadata.namespace != pod.namespace or svc.selector is None:  # nil selects nothing
             continue
-        sel = _spec(svc).get("selector")
-        if not isinstance(sel, Mapping):  # a nil selector selects nothing
-            continue
-        if all(pod.labels.get(str(k)) == str(v) for k, v in sel.items()):
-            label_set.update({str(k): str(v) for k, v in sel.items()})
+        if all(pod.labels.get(k) == v for k, v in svc.selector.items()):
+            label_set.update(svc.selector)
     selector = LabelSelector(tuple(sorted(label_set.items())))
-    owner = _controller_of(pod)
+    owner = next((ref for ref in pod.owner_references if ref.controller), None)
     if owner is None:
         return selector
-    api_version, kind, name = str(owner.get("apiVersion", "")), owner.get("kind"), owner.get("name")
-    obj_key = f"{pod.namespace}/{name}"
-    if api_version == "v1" and kind == "ReplicationController":
-        rc = objects.get("ReplicationController", {}).get(obj_key)
+    key = f"{pod.namespace}/{owner.name}"
+    if owner.api_version == "v1" and owner.kind == "ReplicationController":
+        rc = kinds.objects_of(objects, kinds.REPLICATION_CONTROLLER).get(key)
         if rc is not None:
-            sel = _spec(rc).get("selector")
-            if isinstance(sel, Mapping):
-                label_set.update({str(k): str(v) for k, v in sel.items()})
+            label_set.update(rc.selector or {})
             selector = LabelSelector(tuple(sorted(label_set.items())))
-    elif api_version == "apps/v1" and kind in ("ReplicaSet", "StatefulSet"):
-        owner_obj = objects.get(kind, {}).get(obj_key)
-        if owner_obj is not None:
-            try:
-                other = parse_label_selector(_spec(owner_obj).get("selector"), "spec.selector")
-            except ValueError:
-                other = None
-            if other is not None:
-                reqs = [LabelSelectorRequirement(k, "In", frozenset({v})) for k, v in other.match_labels]
-                selector = selector.with_requirements([*reqs, *other.match_expressions])
+        return selector
+    other: LabelSelector | None = None
+    if owner.api_version == "apps/v1" and owner.kind == "ReplicaSet":
+        rs = kinds.objects_of(objects, kinds.REPLICA_SET).get(key)
+        other = rs.selector if rs is not None else None
+    elif owner.api_version == "apps/v1" and owner.kind == "StatefulSet":
+        ss = kinds.objects_of(objects, kinds.STATEFUL_SET).get(key)
+        other = ss.selector if ss is not None else None
+    if other is not None:  # a nil selector (labels.Nothing) has no requirements to add
+        reqs = [LabelSelectorRequirement(k, "In", frozenset({v})) for k, v in other.match_labels]
+        selector = selector.with_requirements([*reqs, *other.match_expressions])
     return selector
 
 

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
+from kopf_scheduler.api.policy import parse_pod_disruption_budget
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import CycleState
 from kopf_scheduler.framework.profiles import load_profile
@@ -74,12 +75,14 @@ def build(
             raw["status"] = {"phase": "Running", "startTime": f"2025-01-01T{rnd.randrange(24):02d}:00:00Z"}
             info.add_pod(parse_pod(raw))
         infos.append(info)
-    pdbs: dict[str, Any] = {
-        f"default/pdb-{k}": {
-            "metadata": {"name": f"pdb-{k}", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": f"app-{k}"}}},
-            "status": {"disruptionsAllowed": k % 3},
-        }
+    pdbs = {  # the views the PDB informer would store
+        f"default/pdb-{k}": parse_pod_disruption_budget(
+            {
+                "metadata": {"name": f"pdb-{k}", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": f"app-{k}"}}},
+                "status": {"disruptionsAllowed": k % 3},
+            }
+        )
         for k in range(50)
     }
     plugins = [{"name": n} for n in _available_plugins()]

@@ -18,6 +18,7 @@ from spread_affinity_helpers import (
     unschedulable,
 )
 
+from kopf_scheduler.api.core import parse_namespace
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
@@ -69,9 +70,8 @@ def nodes3() -> list[Any]:
 
 
 NAMESPACES = {
-    "default": {"metadata": {"name": "default", "labels": {"team": "core"}}},
-    "team-a": {"metadata": {"name": "team-a", "labels": {"team": "a"}}},
-    "team-b": {"metadata": {"name": "team-b", "labels": {"team": "b"}}},
+    name: parse_namespace({"metadata": {"name": name, "labels": {"team": team}}})
+    for name, team in (("default", "core"), ("team-a", "a"), ("team-b", "b"))
 }
 
 

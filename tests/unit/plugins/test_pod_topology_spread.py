@@ -18,7 +18,11 @@ from spread_affinity_helpers import (
     unschedulable,
 )
 
-from kopf_scheduler.api.types import Taint
+from kopf_scheduler.api.apps import parse_replica_set, parse_stateful_set
+from kopf_scheduler.api.core import Service, parse_replication_controller, parse_service
+from kopf_scheduler.api.meta import OwnerReference
+from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.types import LabelSelector, Taint
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
@@ -26,6 +30,7 @@ from kopf_scheduler.plugins.pod_topology_spread import (
     PodTopologySpread,
     PodTopologySpreadArgs,
 )
+from kopf_scheduler.plugins.pod_topology_spread_common import default_selector
 
 HOST = "kubernetes.io/hostname"
 FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
@@ -415,9 +420,9 @@ def test_score_skips_without_soft_constraints() -> None:
 # --- default constraints ----------------------------------------------------------------------------
 
 
-def _service(ns: str, name: str, selector: dict[str, str] | None) -> dict[str, Any]:
+def _service(ns: str, name: str, selector: dict[str, str] | None) -> Service:
     spec: dict[str, Any] = {} if selector is None else {"selector": selector}
-    return {"metadata": {"namespace": ns, "name": name}, "spec": spec}
+    return parse_service({"metadata": {"namespace": ns, "name": name}, "spec": spec})
 
 
 def test_system_defaults_spread_service_pods_and_tolerate_missing_zone() -> None:
@@ -463,13 +468,12 @@ def test_list_defaults_with_replicaset_owner_filter() -> None:
     snap = build_snapshot(four_nodes(), pods)
     objects = {
         "ReplicaSet": {
-            "default/web-1": {
-                "metadata": {"name": "web-1"},
-                "spec": {"selector": {"matchLabels": {"app": "web"}}},
-            }
+            "default/web-1": parse_replica_set(
+                {"metadata": {"name": "web-1"}, "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+            )
         }
     }
-    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "controller": True, "uid": "u"}]
+    owner = [OwnerReference("apps/v1", "ReplicaSet", "web-1", "u", controller=True)]
     incoming = pod("p", labels={"app": "web"})
     incoming.owner_references = tuple(owner)
     pl = PodTopologySpread(args, FakeHandle(snap, objects))
@@ -480,6 +484,59 @@ def test_list_defaults_with_replicaset_owner_filter() -> None:
     own.owner_references = tuple(owner)
     _, st = run_filter(pl, own, snap)
     assert st == {"node-a": OK, "node-b": OK, "node-x": OK, "node-y": OK}
+
+
+def test_default_selector_from_services_and_each_controller_kind() -> None:
+    """helper.DefaultSelector: the Services of the pod's namespace that select it, merged, then
+    its controller's selector (an RC's label map merged in, a ReplicaSet's or StatefulSet's
+    requirements added); a Service elsewhere or selecting other labels adds nothing."""
+
+    def owned_by(api_version: str, kind: str) -> Pod:
+        p = pod("p", labels={"app": "web", "tier": "fe", "rev": "2"})
+        p.owner_references = (OwnerReference(api_version, kind, "ctl", "u", controller=True),)
+        return p
+
+    objects: dict[str, dict[str, Any]] = {
+        "Service": {
+            "default/web": _service("default", "web", {"app": "web"}),
+            "default/other": _service("default", "other", {"app": "db"}),
+            "elsewhere/web": _service("elsewhere", "web", {"tier": "fe"}),
+        },
+        "ReplicationController": {
+            "default/ctl": parse_replication_controller(
+                {"metadata": {"name": "ctl", "namespace": "default"}, "spec": {"selector": {"tier": "fe"}}}
+            )
+        },
+        "StatefulSet": {
+            "default/ctl": parse_stateful_set(
+                {
+                    "metadata": {"name": "ctl", "namespace": "default"},
+                    "spec": {
+                        "selector": {
+                            "matchLabels": {"rev": "2"},
+                            "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+                        }
+                    },
+                }
+            )
+        },
+    }
+    plain = pod("p", labels={"app": "web", "tier": "fe", "rev": "2"})
+    assert default_selector(plain, objects) == LabelSelector((("app", "web"),))
+    rc = default_selector(owned_by("v1", "ReplicationController"), objects)
+    assert rc == LabelSelector((("app", "web"), ("tier", "fe")))
+    ss = default_selector(owned_by("apps/v1", "StatefulSet"), objects)
+    assert ss.match_labels == (("app", "web"),)
+    assert {(r.key, r.operator, r.values) for r in ss.match_expressions} == {
+        ("rev", "In", frozenset({"2"})),
+        ("tier", "Exists", frozenset()),
+    }
+    # A controller the informers do not hold (a ReplicaSet here) leaves the Services' selector.
+    assert default_selector(owned_by("apps/v1", "ReplicaSet"), objects) == LabelSelector((("app", "web"),))
+    # The wrong group for the kind is not that controller.
+    assert default_selector(owned_by("apps/v1", "ReplicationController"), objects) == LabelSelector(
+        (("app", "web"),)
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.core import Namespace
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
@@ -62,6 +64,8 @@ ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
 
+_NO_LABELS: Mapping[str, str] = {}
+
 
 class InterPodAffinity(Plugin):
     """Required and preferred inter-pod affinity and anti-affinity, both directions."""
@@ -101,16 +105,14 @@ class InterPodAffinity(Plugin):
 
     # -- namespaces --
 
-    def _namespaces(self) -> Mapping[str, Any]:
+    def _namespaces(self) -> Mapping[str, Namespace]:
         if self.handle is None:
             return {}
-        return self.handle.objects.get("Namespace", {})
+        return kinds.objects_of(self.handle.objects, kinds.NAMESPACE)
 
-    def _namespace_labels(self, namespace: str) -> dict[str, str]:
+    def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
         ns = self._namespaces().get(namespace)
-        meta = ns.get("metadata") if isinstance(ns, Mapping) else None
-        labels = meta.get("labels") if isinstance(meta, Mapping) else None
-        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+        return ns.metadata.labels if ns is not None else _NO_LABELS
 
     def _merge_namespaces(self, term: AffinityTerm) -> AffinityTerm:
         """Unroll a non-empty namespaceSelector into names (``mergeAffinityTermNamespacesIfNotEmpty``)."""
@@ -166,7 +168,7 @@ class InterPodAffinity(Plugin):
         return None, None
 
     def _existing_anti_affinity_counts(
-        self, pod: Pod, ns_labels: dict[str, str], nodes: Sequence[NodeInfo]
+        self, pod: Pod, ns_labels: Mapping[str, str], nodes: Sequence[NodeInfo]
     ) -> dict[Pair, int]:
         if not nodes:  # before interning: the signature holds the pod's labels, unique per pod at times
             return {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kopf_scheduler.api.objects import Pod
@@ -34,7 +35,7 @@ class PreFilterState:
     anti_affinity_counts: dict[Pair, int] = field(default_factory=dict)
     terms: PodTerms = NO_TERMS  # incoming pod's, namespaceSelector merged into namespaces
     pod: Pod | None = None
-    namespace_labels: dict[str, str] = field(default_factory=dict)
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)  # the pod's Namespace's, never mutated
 
     def clone(self) -> PreFilterState:
         return PreFilterState(
