@@ -129,8 +129,7 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
         label = f"{where} ({kind} {_doc_name(doc)})"
         try:
             if kind == "PriorityClass":
-                stored = admission.add_priority_class(doc)
-                inputs.objects.setdefault(kind, {})[_doc_name(doc)] = kinds.PRIORITY_CLASS.parse(stored)
+                inputs.objects.setdefault(kind, {})[_doc_name(doc)] = admission.add_priority_class(doc)
             elif kind == "RuntimeClass":
                 admission.add_runtime_class(doc)
             elif kind == "StorageClass":

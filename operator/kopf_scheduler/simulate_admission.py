@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.scheduling import PREEMPT_LOWER_PRIORITY, PriorityClass, parse_priority_class
 from kopf_scheduler.api.storage import StorageClass
 
 __all__ = [
@@ -39,10 +40,8 @@ __all__ = [
     "SYSTEM_PRIORITY_CLASSES",
     "Admission",
     "AdmissionError",
-    "PriorityClass",
 ]
 
-PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
 SYSTEM_CRITICAL_PRIORITY = 2 * HIGHEST_USER_DEFINABLE_PRIORITY
@@ -61,18 +60,10 @@ class AdmissionError(ValueError):
     """The apiserver would refuse the object; the message is the one it answers with."""
 
 
-@dataclass(frozen=True, slots=True)
-class PriorityClass:
-    name: str
-    value: int
-    global_default: bool = False
-    preemption_policy: str = PREEMPT_LOWER_PRIORITY
-
-
 # Created by every apiserver at start (the scheduling REST storage's post-start hook).
 SYSTEM_PRIORITY_CLASSES = (
-    PriorityClass("system-node-critical", SYSTEM_CRITICAL_PRIORITY + 1000),
-    PriorityClass("system-cluster-critical", SYSTEM_CRITICAL_PRIORITY),
+    PriorityClass(ObjectMeta("system-node-critical"), SYSTEM_CRITICAL_PRIORITY + 1000),
+    PriorityClass(ObjectMeta("system-cluster-critical"), SYSTEM_CRITICAL_PRIORITY),
 )
 
 
@@ -102,22 +93,24 @@ class Admission:
     """The cluster-scoped objects admission consults, and the plugins that read them."""
 
     def __init__(self) -> None:
-        self.priority_classes: dict[str, PriorityClass] = {pc.name: pc for pc in SYSTEM_PRIORITY_CLASSES}
+        self.priority_classes: dict[str, PriorityClass] = {
+            pc.metadata.name: pc for pc in SYSTEM_PRIORITY_CLASSES
+        }
         self.runtime_classes: dict[str, Mapping[str, Any]] = {}
         self.storage_classes: list[StorageClass] = []
         self.limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> name -> object
 
     # -- cluster-scoped objects, in input order --
 
-    def add_priority_class(self, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate and default a PriorityClass; returns it as the apiserver would store it."""
+    def add_priority_class(self, doc: Mapping[str, Any]) -> PriorityClass:
+        """Validate and default a PriorityClass; returns the view of what the apiserver would store."""
         name = _name(doc)
         value = _as_int32(doc.get("value", 0), "value")
         global_default = bool(doc.get("globalDefault", False))
         policy = doc.get("preemptionPolicy")
         causes: list[str] = []
         if name.startswith(SYSTEM_PREFIX):
-            known = next((pc for pc in SYSTEM_PRIORITY_CLASSES if pc.name == name), None)
+            known = next((pc for pc in SYSTEM_PRIORITY_CLASSES if pc.metadata.name == name), None)
             if known is None:
                 why = f"{name} is not a known system priority class"
             elif known.value != value:
@@ -147,9 +140,10 @@ class Admission:
             )
         if causes:
             raise _invalid(name, *causes)
+        stored = parse_priority_class({**doc, "value": value, "preemptionPolicy": policy})
         existing = self.priority_classes.get(name)
         if existing is not None and name.startswith(SYSTEM_PREFIX):
-            return {**doc, "value": value, "preemptionPolicy": policy}  # the one the apiserver made
+            return stored  # the one the apiserver made
         if existing is not None:
             raise AdmissionError(f'priorityclasses.scheduling.k8s.io "{name}" already exists')
         if global_default:
@@ -158,10 +152,11 @@ class Admission:
                 raise _forbidden(
                     "priorityclasses.scheduling.k8s.io",
                     name,
-                    f"PriorityClass {current.name} is already marked as default. Only one default can exist",
+                    f"PriorityClass {current.metadata.name} is already marked as default. "
+                    "Only one default can exist",
                 )
-        self.priority_classes[name] = PriorityClass(name, value, global_default, str(policy))
-        return {**doc, "value": value, "preemptionPolicy": policy}
+        self.priority_classes[name] = stored
+        return stored
 
     def add_runtime_class(self, doc: Mapping[str, Any]) -> None:
         self.runtime_classes[_name(doc)] = doc
@@ -269,7 +264,7 @@ class Admission:
         else:
             default = self.default_priority_class()
             if default is not None:
-                class_name, value, policy = default.name, default.value, default.preemption_policy
+                class_name, value, policy = default.metadata.name, default.value, default.preemption_policy
             else:
                 value, policy = 0, PREEMPT_LOWER_PRIORITY
         given = spec.get("priority")

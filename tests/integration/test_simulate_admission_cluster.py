@@ -120,7 +120,7 @@ def test_simulate_admits_and_refuses_pods_like_the_apiserver(
         if doc is not global_default:
             code, stored = post(plane, CLASSES, doc)
             assert code == 201, stored
-            assert stored["preemptionPolicy"] == admission.add_priority_class(doc)["preemptionPolicy"]
+            assert stored["preemptionPolicy"] == admission.add_priority_class(doc).preemption_policy
         else:
             admission.add_priority_class(doc)
     web = pod("web", ns, hostNetwork=True)

@@ -68,7 +68,7 @@ def test_class_gives_priority_and_preemption_policy(tmp_path: Path) -> None:
     )
     (p,) = inputs.pending
     assert (p.priority, p.preemption_policy) == (500, "Never")
-    stored = inputs.objects["PriorityClass"]["polite"]  # the view, parsed from what admission stored
+    stored = inputs.objects["PriorityClass"]["polite"]  # the view of what admission stored
     assert (stored.value, stored.preemption_policy) == (500, "Never")
 
 
