@@ -10,8 +10,9 @@ from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
 from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from kopf_scheduler.cache.snapshot import Snapshot
 from kopf_scheduler.framework.diagnosis import NodeToStatus
-from kopf_scheduler.framework.interface import Code, CycleState, Status
+from kopf_scheduler.framework.interface import Code, CycleState, Plugin, PreFilterResult, Status
 from kopf_scheduler.framework.profiles import load_profile
+from kopf_scheduler.framework.registry import default_registry
 from kopf_scheduler.framework.runtime import Framework
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_preemption import PdbIndex, filter_pods_with_pdb_violation
@@ -174,39 +175,63 @@ def test_no_nominated_pods_skips_the_second_pass_with_the_same_result() -> None:
     assert fw.run_filter_plugins_with_nominated_pods(state, small, n1) is None
 
 
-class Ext:
+EXT_CALLS: list[str] = []
+
+
+class Ext(Plugin):
     """A PreFilter plugin with AddPod/RemovePod that records calls or fails."""
 
-    def __init__(self, name: str, fail: bool = False) -> None:
-        self.name = name
-        self.fail = fail
-        self.calls: list[str] = []
+    name = "A"
+    fail = False
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return None, None
 
     def add_pod(self, state: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> Status | None:
-        self.calls.append("add")
+        EXT_CALLS.append(f"add:{self.name}")
         return Status(Code.ERROR, "boom") if self.fail else None
 
     def remove_pod(self, state: CycleState, pod: Pod, other: Pod, info: NodeInfo) -> Status | None:
-        self.calls.append("remove")
+        EXT_CALLS.append(f"remove:{self.name}")
         return Status(Code.ERROR, "boom") if self.fail else None
 
 
-def test_pre_filter_extensions_follow_changes_of_the_plugin_list() -> None:
-    fw = _framework(None)
+class FailingExt(Ext):
+    name = "B"
+    fail = True
+
+
+class PreFilterOnly(Plugin):
+    """A PreFilter plugin without the extensions: never asked for them."""
+
+    name = "C"
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return None, None
+
+
+def test_pre_filter_extensions_are_those_resolved_when_the_framework_was_built() -> None:
+    registry = default_registry()
+    for cls in (Ext, FailingExt, PreFilterOnly):
+        registry.register(cls.name, cls)
+    enabled = [{"name": n} for n in ("PrioritySort", "DefaultBinder", "A", "C", "B")]
+    plugins = {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}}
+    spec = {"schedulerName": "t", "plugins": plugins}
+    fw = Framework(load_profile(spec, registry), registry, snapshot=_framework(None).snapshot)
+    assert fw.capabilities["PreFilterExtensions"] == ["A", "B"]
     pod = parse_pod(pod_dict("p", priority=10))
     info = fw.snapshot.list()[0]
     state = CycleState()
-    a = Ext("A")
-    fw.pre_filter_plugins = [a]
-    assert fw.run_pre_filter_extension_add_pod(state, pod, pod, info) is None
-    b = Ext("B", fail=True)
-    fw.pre_filter_plugins.append(b)  # edited in place: the cached lookup must notice
+    EXT_CALLS.clear()
     status = fw.run_pre_filter_extension_remove_pod(state, pod, pod, info)
     assert status is not None and status.message == 'running RemovePod on PreFilter plugin "B": boom'
     state.skip_filter_plugins = {"B"}
     assert fw.run_pre_filter_extension_add_pod(state, pod, pod, info) is None
-    fw.pre_filter_plugins = [b]  # replaced
-    state.skip_filter_plugins = set()
+    state.skip_filter_plugins = {"A"}
     status = fw.run_pre_filter_extension_add_pod(state, pod, pod, info)
     assert status is not None and status.message == 'running AddPod on PreFilter plugin "B": boom'
-    assert a.calls == ["add", "remove", "add"]
+    assert EXT_CALLS == ["remove:A", "remove:B", "add:A", "add:B"]

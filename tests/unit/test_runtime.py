@@ -131,6 +131,16 @@ class Half(Plugin):
         return None
 
 
+class TooBig(Half):
+    """Half whose NormalizeScore leaves the scores out of range."""
+
+    name = "TooBig"
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None:
+        scores *= 100
+        return None
+
+
 class Res(Plugin):
     name = "Res"
 
@@ -174,6 +184,7 @@ REG = Registry(
             Narrow2,
             SkipFilter,
             Half,
+            TooBig,
             Res,
             Res2,
             Waiter,
@@ -304,12 +315,7 @@ def test_scores_are_normalized_and_weighted(vector: bool) -> None:
 
 
 def test_invalid_score_is_an_error() -> None:
-    fw = framework("Half", nodes=infos(("n9", "4", "0"), ("n11", "4", "0")))
-
-    def too_big(state: CycleState, pod: Pod, scores: np.ndarray) -> None:
-        scores *= 100
-
-    fw.plugins["Half"].normalize_score = too_big
+    fw = framework("TooBig", nodes=infos(("n9", "4", "0"), ("n11", "4", "0")))
     with pytest.raises(FrameworkError, match="invalid score 900"):
         fw.run_score_plugins(CycleState(), make_pod("p"), np.arange(2), fw.snapshot.node_infos)
 

@@ -1,7 +1,16 @@
 """Extension points, statuses and cycle state (the reference's ``framework/interface.go``).
 
 Plugins are plain classes with a ``name`` and the methods of the extension points they
-implement; the runtime finds them by ``isinstance`` against these runtime-checkable protocols.
+implement. Every extension point and every optional capability (a Filter plugin's
+``filter_vector``, a Score plugin's ``normalize_score``, ``events_to_register``...) is a protocol
+here; :data:`EXTENSION_POINT_PROTOCOLS` and :data:`CAPABILITIES` list them. A plugin may declare
+them by subclassing (the counterpart of Go's ``var _ fwk.FilterPlugin = &Fit{}``: mypy then checks
+the signatures) or just implement them; either way the registry checks a plugin class when it is
+registered (``framework/registry.py``): a capability declared but not implemented, implemented in
+part, without the extension point it extends, or a method named like a hook that is none (a
+misspelling) is an error naming the plugin. The framework resolves each capability once, when it
+is built, into lists per capability: nothing is probed per pod.
+
 The binding-side points (PreBind, Bind, PostBind) and Permit's wait are ``async``: they run in
 the binding cycle, which is where the operator's I/O happens. Everything else is synchronous
 and pure.
@@ -34,10 +43,13 @@ if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
     from kopf_scheduler.framework.client import ClusterClient
+    from kopf_scheduler.framework.extender import Extender
     from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
     from kopf_scheduler.metrics.recorder import MetricsRecorder
 
 __all__ = [
+    "CAPABILITIES",
+    "EXTENSION_POINT_PROTOCOLS",
     "MAX_NODE_SCORE",
     "MIN_NODE_SCORE",
     "ActionType",
@@ -51,11 +63,14 @@ __all__ = [
     "EnqueueExtensions",
     "EventResource",
     "FilterPlugin",
+    "FilterStatuses",
     "Handle",
     "NodeLister",
     "PermitPlugin",
     "PlacementFeasiblePlugin",
+    "PlacementGeneratePlugin",
     "PlacementProgress",
+    "PlacementScorePlugin",
     "Plugin",
     "PodGroupManager",
     "PodGroupPostFilterPlugin",
@@ -65,9 +80,11 @@ __all__ = [
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
+    "PostFilterWithExtenders",
     "PreBindPlugin",
     "PreBindPreFlightPlugin",
     "PreEnqueuePlugin",
+    "PreFilterExtensions",
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
@@ -76,11 +93,16 @@ __all__ = [
     "QueueingHint",
     "QueueingHintFn",
     "ReservePlugin",
+    "ScoreExtensions",
     "ScorePlugin",
     "SignFragments",
     "SignPlugin",
     "Status",
+    "VectorFilter",
+    "VectorScore",
+    "implements",
     "is_success",
+    "protocol_methods",
 ]
 
 MAX_NODE_SCORE = 100
@@ -364,8 +386,11 @@ class PreFilterPlugin(Protocol):
     ) -> tuple[PreFilterResult | None, Status | None]: ...
 
 
+@runtime_checkable
 class PreFilterExtensions(Protocol):
     """Optional on a PreFilter plugin, as ``add_pod``/``remove_pod`` methods (used by preemption)."""
+
+    name: str
 
     def add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
@@ -383,12 +408,27 @@ class FilterPlugin(Protocol):
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
 
 
+@runtime_checkable
 class VectorFilter(Protocol):
     """Optional: ``filter_vector(state, pod, snapshot, idx) -> bool mask over idx`` or None (use per-node)."""
+
+    name: str
 
     def filter_vector(
         self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
     ) -> np.ndarray | None: ...
+
+
+@runtime_checkable
+class FilterStatuses(Protocol):
+    """Optional on a Filter plugin: ``filter``'s statuses for many rejected rows at once (a status
+    may be shared by rows with the same outcome), or None to ask ``filter`` node by node."""
+
+    name: str
+
+    def filter_statuses(
+        self, state: CycleState, pod: Pod, snapshot: Any, rows: np.ndarray
+    ) -> Sequence[Status] | None: ...
 
 
 @runtime_checkable
@@ -397,6 +437,18 @@ class PostFilterPlugin(Protocol):
 
     def post_filter(
         self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class PostFilterWithExtenders(Protocol):
+    """Optional on a PostFilter plugin: its PostFilter when HTTP extenders are configured, asking
+    them too (preemption's ``callExtenders``)."""
+
+    name: str
+
+    async def post_filter_with_extenders(
+        self, state: CycleState, pod: Pod, node_statuses: Mapping[str, Status], extenders: Sequence[Extender]
     ) -> tuple[PostFilterResult | None, Status | None]: ...
 
 
@@ -438,14 +490,20 @@ class ScorePlugin(Protocol):
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]: ...
 
 
+@runtime_checkable
 class ScoreExtensions(Protocol):
     """Optional on a Score plugin: ``normalize_score`` rescales the scores in place (numpy int64)."""
+
+    name: str
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> Status | None: ...
 
 
+@runtime_checkable
 class VectorScore(Protocol):
     """Optional: ``score_vector(state, pod, snapshot, idx) -> int64 scores over idx`` or None."""
+
+    name: str
 
     def score_vector(
         self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
@@ -599,3 +657,81 @@ class SignPlugin(Protocol):
     name: str
 
     def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]: ...
+
+
+class PlacementGeneratePlugin(Protocol):
+    """The reference's PlacementGenerate point (a profile may name it; nothing here runs it yet)."""
+
+    name: str
+
+    def generate_placements(self, *args: Any) -> Any: ...
+
+
+class PlacementScorePlugin(Protocol):
+    """The reference's PlacementScore point (a profile may name it; nothing here runs it yet)."""
+
+    name: str
+
+    def score_placement(self, *args: Any) -> Any: ...
+
+
+# --- what the registry checks and the framework resolves -----------------------------------------
+
+# The profile API's extension points (``plugins.<point>``), each the protocol a plugin enabled
+# there must implement; getExtensionPoints' order, then the pod group points.
+EXTENSION_POINT_PROTOCOLS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+    "placementGenerate": PlacementGeneratePlugin,
+    "placementScore": PlacementScorePlugin,
+    "podGroupPostFilter": PodGroupPostFilterPlugin,
+}
+
+# The other capabilities, each with the extension point it extends (None: a capability of its
+# own, taken part in by every enabled plugin that has it).
+CAPABILITIES: dict[type, type | None] = {
+    PreFilterExtensions: PreFilterPlugin,
+    VectorFilter: FilterPlugin,
+    FilterStatuses: FilterPlugin,
+    PostFilterWithExtenders: PostFilterPlugin,
+    AsyncPreemptionPlugin: PostFilterPlugin,
+    ScoreExtensions: ScorePlugin,
+    VectorScore: ScorePlugin,
+    PreBindPreFlightPlugin: PreBindPlugin,
+    AsyncPodGroupPreemptionPlugin: PodGroupPostFilterPlugin,
+    EnqueueExtensions: None,
+    SignPlugin: None,
+    PlacementFeasiblePlugin: None,
+}
+
+
+def protocol_methods(protocol: type) -> tuple[str, ...]:
+    """The methods a protocol declares in its own body (its ``name`` attribute aside)."""
+    return tuple(k for k, v in vars(protocol).items() if not k.startswith("_") and callable(v))
+
+
+def _is_protocol(cls: type) -> bool:
+    return bool(cls.__dict__.get("_is_protocol", False))
+
+
+def implements(cls: type, protocol: type) -> bool:
+    """``cls`` defines every method of ``protocol`` (a protocol's own stub, inherited by declaring
+    it, does not count)."""
+    return all(_implemented(cls, m) for m in protocol_methods(protocol))
+
+
+def _implemented(cls: type, method: str) -> bool:
+    for klass in cls.__mro__:
+        if method in klass.__dict__:
+            return callable(klass.__dict__[method]) and not _is_protocol(klass)
+    return False

@@ -26,6 +26,7 @@ from kopf_scheduler.config.profile import (
     merge_plugins,
     parse_profile,
 )
+from kopf_scheduler.framework.interface import EXTENSION_POINT_PROTOCOLS, ScorePlugin, implements
 from kopf_scheduler.framework.registry import PluginImportError, Registry, default_registry
 
 __all__ = [
@@ -39,7 +40,8 @@ __all__ = [
 
 
 def _implements(cls: type, point: str) -> bool:
-    return all(callable(getattr(cls, m, None)) for m in EXTENSION_POINTS[point])
+    """``cls`` implements the protocol of the extension point (``framework/interface.py``)."""
+    return implements(cls, EXTENSION_POINT_PROTOCOLS[point])
 
 
 def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None) -> ResolvedPlugins:
@@ -190,23 +192,27 @@ def default_profile(
 
 # --- kube-scheduler's NewFramework checks, in its words (KubeSchedulerConfiguration files) ------
 
-# getExtensionPoints' order, with each point's Go interface name (its messages name it).
-_FRAMEWORK_POINTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("preFilter", "PreFilterPlugin", EXTENSION_POINTS["preFilter"]),
-    ("filter", "FilterPlugin", EXTENSION_POINTS["filter"]),
-    ("postFilter", "PostFilterPlugin", EXTENSION_POINTS["postFilter"]),
-    ("reserve", "ReservePlugin", EXTENSION_POINTS["reserve"]),
-    ("preScore", "PreScorePlugin", EXTENSION_POINTS["preScore"]),
-    ("score", "ScorePlugin", EXTENSION_POINTS["score"]),
-    ("preBind", "PreBindPlugin", EXTENSION_POINTS["preBind"]),
-    ("bind", "BindPlugin", EXTENSION_POINTS["bind"]),
-    ("postBind", "PostBindPlugin", EXTENSION_POINTS["postBind"]),
-    ("permit", "PermitPlugin", EXTENSION_POINTS["permit"]),
-    ("preEnqueue", "PreEnqueuePlugin", EXTENSION_POINTS["preEnqueue"]),
-    ("queueSort", "QueueSortPlugin", EXTENSION_POINTS["queueSort"]),
-    ("placementGenerate", "PlacementGeneratePlugin", ("generate_placements",)),
-    ("placementScore", "PlacementScorePlugin", ("score_placement",)),
-    ("podGroupPostFilter", "PodGroupPostFilterPlugin", ("pod_group_post_filter",)),
+# getExtensionPoints' order, with each point's protocol (its messages name the Go interface,
+# which the protocol is named after).
+_FRAMEWORK_POINTS: tuple[tuple[str, str, type], ...] = tuple(
+    (point, EXTENSION_POINT_PROTOCOLS[point].__name__, EXTENSION_POINT_PROTOCOLS[point])
+    for point in (
+        "preFilter",
+        "filter",
+        "postFilter",
+        "reserve",
+        "preScore",
+        "score",
+        "preBind",
+        "bind",
+        "postBind",
+        "permit",
+        "preEnqueue",
+        "queueSort",
+        "placementGenerate",
+        "placementScore",
+        "podGroupPostFilter",
+    )
 )
 
 
@@ -245,24 +251,21 @@ def _framework_problem(profile: Mapping[str, Any], registry: Registry) -> str | 
         if problem:
             return f'initializing plugin "{plugin}": {problem}'
 
-    def implements(cls: type, methods: tuple[str, ...]) -> bool:
-        return all(callable(getattr(cls, m, None)) for m in methods)
-
     lists: dict[str, list[str]] = {}
-    for point, kind, methods in _FRAMEWORK_POINTS:
+    for point, kind, protocol in _FRAMEWORK_POINTS:
         names: list[str] = []
         for p in enabled(point):
             plugin = p.get("name", "")
             if plugin not in classes:
                 return f'{kind} "{plugin}" does not exist'
-            if not implements(classes[plugin], methods):
+            if not implements(classes[plugin], protocol):
                 return f'plugin "{plugin}" does not extend {kind} plugin'
             if plugin in names:
                 return f'plugin "{plugin}" already registered as "{kind}"'
             names.append(plugin)
         lists[point] = names
     if enabled("multiPoint"):
-        for point, kind, methods in _FRAMEWORK_POINTS:
+        for point, kind, protocol in _FRAMEWORK_POINTS:
             disabled = {p.get("name", "") for p in (plugins.get(point) or {}).get("disabled") or ()}
             if "*" in disabled:
                 continue
@@ -273,7 +276,7 @@ def _framework_problem(profile: Mapping[str, Any], registry: Registry) -> str | 
                 plugin = p.get("name", "")
                 if plugin not in classes:
                     return f'{kind} "{plugin}" does not exist'
-                if not implements(classes[plugin], methods) or plugin in disabled:
+                if not implements(classes[plugin], protocol) or plugin in disabled:
                     continue
                 if plugin in explicit:
                     overrides.append(plugin)
@@ -299,7 +302,7 @@ def _framework_problem(profile: Mapping[str, Any], registry: Registry) -> str | 
     for p in [*enabled("score"), *enabled("multiPoint")]:
         plugin = p.get("name", "")
         cls = classes.get(plugin)
-        if cls is None or not implements(cls, EXTENSION_POINTS["score"]) or plugin in seen:
+        if cls is None or not implements(cls, ScorePlugin) or plugin in seen:
             continue
         seen.add(plugin)
         weight = int(p.get("weight") or 0) or 1

@@ -4,16 +4,37 @@ In-tree plugins are named as ``"module:Class"`` strings and imported only when a
 them, so a broken or missing plugin module only fails the profiles that name it, with an error
 that says which plugin and why. Out-of-tree plugins come from the ``kopf_scheduler.plugins``
 entry-point group (name = plugin name, value = ``module:Class``).
+
+A class is checked against the extension points and capabilities of ``framework/interface.py``
+when it is registered (a class) or first loaded (a target): what Go's compiler checks of
+``var _ fwk.FilterPlugin = &Fit{}``, and what a missing method would otherwise hide (a misspelt
+``filter_vectr`` is no hook: the runtime would silently run without it).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["ENTRY_POINT_GROUP", "IN_TREE", "PluginImportError", "Registry", "default_registry"]
+from kopf_scheduler.framework.interface import (
+    CAPABILITIES,
+    EXTENSION_POINT_PROTOCOLS,
+    implements,
+    protocol_methods,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "IN_TREE",
+    "PluginCapabilityError",
+    "PluginImportError",
+    "Registry",
+    "capability_problems",
+    "default_registry",
+]
 
 ENTRY_POINT_GROUP = "kopf_scheduler.plugins"
 
@@ -48,6 +69,75 @@ class PluginImportError(ImportError):
     """A registered plugin could not be loaded; the message names the plugin and its target."""
 
 
+class PluginCapabilityError(PluginImportError):
+    """A plugin class whose hooks do not match the protocols it declares or implements."""
+
+
+_PROTOCOLS: tuple[type, ...] = (*EXTENSION_POINT_PROTOCOLS.values(), *CAPABILITIES)
+_HOOKS: frozenset[str] = frozenset(m for p in _PROTOCOLS for m in protocol_methods(p))
+# How alike a method's name must be to a hook's to be taken for its misspelling (difflib's ratio:
+# "filter_vectr" ~ "filter_vector" 0.96, "pre_filter_state" ~ "pre_filter" 0.77).
+_MISSPELT = 0.85
+
+
+def capability_problems(cls: type) -> list[str]:
+    """What is wrong with ``cls``'s hooks, in words; empty when nothing is.
+
+    A protocol declared (subclassed) must be implemented; one implemented in part (``add_pod``
+    without ``remove_pod``) is a mistake either way; a capability needs the extension point it
+    extends (``normalize_score`` without ``score``); and a public method named almost like a hook
+    that is none of the class's is taken for a misspelt hook."""
+    problems: list[str] = []
+    mine: set[str] = set()
+    for protocol in _PROTOCOLS:
+        methods = protocol_methods(protocol)
+        have = [m for m in methods if implements(cls, _single(protocol, m))]
+        missing = [m for m in methods if m not in have]
+        if protocol in cls.__mro__ and missing:
+            problems.append(f"declares {protocol.__name__} but does not implement {', '.join(missing)}")
+        elif have and missing:
+            problems.append(
+                f"implements {protocol.__name__} in part: {', '.join(have)} without {', '.join(missing)}"
+            )
+        elif have:
+            mine.update(have)
+            base = CAPABILITIES.get(protocol)
+            if base is not None and not implements(cls, base):
+                problems.append(
+                    f"implements {protocol.__name__} ({', '.join(have)}) but not the {base.__name__} it "
+                    f"extends ({', '.join(protocol_methods(base))})"
+                )
+    for name in _public_methods(cls):
+        if name in _HOOKS:
+            continue
+        near = difflib.get_close_matches(name, _HOOKS - mine, n=1, cutoff=_MISSPELT)
+        if near:
+            problems.append(f"has {name}(), which is no hook: a misspelt {near[0]}()?")
+    return problems
+
+
+def _single(protocol: type, method: str) -> type:
+    """A stand-in protocol of one method, for :func:`implements` (which checks them all)."""
+    return type(protocol.__name__, (), {method: vars(protocol)[method]})
+
+
+def _public_methods(cls: type) -> set[str]:
+    """Public functions the class and its bases define, but for protocols' stubs and ``object``."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object or klass.__dict__.get("_is_protocol", False):
+            continue
+        names.update(k for k, v in vars(klass).items() if not k.startswith("_") and callable(v))
+    return names
+
+
+def _checked(name: str, target: Any, cls: type) -> type:
+    problems = capability_problems(cls)
+    if problems:
+        raise PluginCapabilityError(f"plugin {name!r} ({_describe(target)}) {'; '.join(problems)}")
+    return cls
+
+
 class Registry(Mapping[str, Any]):
     """Name -> plugin class, resolved lazily and cached. Values may be classes or targets."""
 
@@ -56,7 +146,10 @@ class Registry(Mapping[str, Any]):
         self._loaded: dict[str, type] = {}
 
     def register(self, name: str, target: Any) -> None:
-        """Add or replace a plugin: a class, a ``"module:Class"`` string or an entry point."""
+        """Add or replace a plugin: a class, a ``"module:Class"`` string or an entry point. A class
+        is checked here (PluginCapabilityError); a target when it is first loaded."""
+        if isinstance(target, type):
+            _checked(name, target, target)
         self._targets[name] = target
         self._loaded.pop(name, None)
 
@@ -90,7 +183,7 @@ class Registry(Mapping[str, Any]):
             raise PluginImportError(f"plugin {name!r} ({_describe(target)}) cannot be loaded: {exc}") from exc
         if not isinstance(cls, type):
             raise PluginImportError(f"plugin {name!r} ({_describe(target)}) is not a class")
-        self._loaded[name] = cls
+        self._loaded[name] = _checked(name, target, cls)
         return cls
 
     def copy(self) -> Registry:

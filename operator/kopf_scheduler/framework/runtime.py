@@ -31,9 +31,13 @@ from kopf_scheduler.framework.extender import EXTENDER_NAME, Extender, run_now
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    AsyncPodGroupPreemptionPlugin,
+    AsyncPreemptionPlugin,
     ClusterEventWithHint,
     Code,
     CycleState,
+    EnqueueExtensions,
+    FilterStatuses,
     PlacementFeasiblePlugin,
     PlacementProgress,
     PodGroupManager,
@@ -41,11 +45,16 @@ from kopf_scheduler.framework.interface import (
     PodGroupPostFilterResult,
     PodGroupSimulation,
     PostFilterResult,
+    PostFilterWithExtenders,
     PreBindPreFlightPlugin,
+    PreFilterExtensions,
     PreFilterResult,
+    ScoreExtensions,
     SignFragments,
     SignPlugin,
     Status,
+    VectorFilter,
+    VectorScore,
     is_success,
 )
 from kopf_scheduler.framework.profiles import ResolvedPlugins, resolve_plugins
@@ -335,7 +344,6 @@ class Framework:
         self._parallelism = parallelism
         self.clock = clock
         self.waiting_pods: dict[str, WaitingPod] = {}
-        self._pre_filter_ext_cache: dict[str, tuple[tuple[Any, ...], list[tuple[str, Any]]]] = {}
 
         resolved: ResolvedPlugins = profile.resolved or resolve_plugins(profile, registry)
         self.resolved = resolved
@@ -362,14 +370,33 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.score_weights = {p.name: resolved.weights.get(p.name, 1) for p in self.score_plugins}
-        self.normalizing_plugins = frozenset(
-            p.name for p in self.score_plugins if getattr(p, "normalize_score", None) is not None
-        )
+        # Each optional capability resolved once, here, from the protocols the registry checked the
+        # classes against (an isinstance() against one costs ~10 us: never per pod); the cycle
+        # looks a plugin's hook up by its name.
+        filters, scores = self.filter_plugins, self.score_plugins
+        self._filter_vectors = {p.name: p.filter_vector for p in filters if isinstance(p, VectorFilter)}
+        self._filter_statuses = {p.name: p.filter_statuses for p in filters if isinstance(p, FilterStatuses)}
+        self._score_vectors = {p.name: p.score_vector for p in scores if isinstance(p, VectorScore)}
+        self._normalizers = {p.name: p.normalize_score for p in scores if isinstance(p, ScoreExtensions)}
+        self.normalizing_plugins = frozenset(self._normalizers)
+        extensions = [p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
+        self._add_pod_extensions = [(p.name, p.add_pod) for p in extensions]
+        self._remove_pod_extensions = [(p.name, p.remove_pod) for p in extensions]
+        post_filters = self.post_filter_plugins
+        self._post_filters_with_extenders = {
+            p.name: p.post_filter_with_extenders
+            for p in post_filters
+            if isinstance(p, PostFilterWithExtenders)
+        }
+        self.async_preemption_plugins = [p for p in post_filters if isinstance(p, AsyncPreemptionPlugin)]
         # Not extension points of the profile API: enabled plugins that implement them take part.
         enabled = [self.plugins[n] for n in resolved.names]
+        self._enqueue_extensions = {p.name: p for p in enabled if isinstance(p, EnqueueExtensions)}
         self.placement_feasible_plugins = [p for p in enabled if isinstance(p, PlacementFeasiblePlugin)]
         self.pod_group_post_filter_plugins = [p for p in enabled if isinstance(p, PodGroupPostFilterPlugin)]
-        # Once here: an isinstance() against a runtime-checkable protocol costs ~10 us, per pod per plugin.
+        self.async_pod_group_preemption_plugins = [
+            p for p in self.pod_group_post_filter_plugins if isinstance(p, AsyncPodGroupPreemptionPlugin)
+        ]
         self._pre_flight_plugins = [p for p in self.pre_bind_plugins if isinstance(p, PreBindPreFlightPlugin)]
         # OpportunisticBatching: every plugin that filters or scores must be able to sign pods.
         filtering = (*self.pre_filter_plugins, *self.filter_plugins)
@@ -378,6 +405,26 @@ class Framework:
         # Extenders filter and score outside the plugins: no signature covers them (as the reference).
         self.signatures_enabled = len(self._sign_plugins) == len(cycle_plugins) and not self.extenders
         self._sign_refuser = -1  # index in _sign_plugins of the plugin that refused to sign last
+        # Which enabled plugins have each optional capability (by its protocol's name), as resolved.
+        with_extenders = self._post_filters_with_extenders
+        self.capabilities: dict[str, list[str]] = {
+            protocol.__name__: [p.name for p in plugins]
+            for protocol, plugins in (
+                (PreFilterExtensions, extensions),
+                (VectorFilter, [p for p in filters if p.name in self._filter_vectors]),
+                (FilterStatuses, [p for p in filters if p.name in self._filter_statuses]),
+                (PostFilterWithExtenders, [p for p in post_filters if p.name in with_extenders]),
+                (AsyncPreemptionPlugin, self.async_preemption_plugins),
+                (VectorScore, [p for p in scores if p.name in self._score_vectors]),
+                (ScoreExtensions, [p for p in scores if p.name in self._normalizers]),
+                (PreBindPreFlightPlugin, self._pre_flight_plugins),
+                (EnqueueExtensions, list(self._enqueue_extensions.values())),
+                (SignPlugin, self._sign_plugins),
+                (PlacementFeasiblePlugin, self.placement_feasible_plugins),
+                (PodGroupPostFilterPlugin, self.pod_group_post_filter_plugins),
+                (AsyncPodGroupPreemptionPlugin, self.async_pod_group_preemption_plugins),
+            )
+        }
         self.batch = OpportunisticBatch(self, clock) if opportunistic_batching else None
 
     # -- metrics --
@@ -525,9 +572,9 @@ class Framework:
             for p in group:
                 if p.name in out:
                     continue
-                fn = getattr(p, "events_to_register", None)
+                ext = self._enqueue_extensions.get(p.name)
                 try:
-                    out[p.name] = list(fn()) if fn is not None else list(_ALL_EVENTS)
+                    out[p.name] = list(ext.events_to_register() if ext is not None else _ALL_EVENTS)
                 except Exception:  # then every event may requeue its pods: never stranded
                     log.exception("EventsToRegister of plugin %s failed; it hears every event", p.name)
                     out[p.name] = list(_ALL_EVENTS)
@@ -612,7 +659,7 @@ class Framework:
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
         skip = state.skip_filter_plugins
-        for name, fn in self._pre_filter_extensions("add_pod"):
+        for name, fn in self._add_pod_extensions:
             if name in skip:
                 continue
             t0 = _perf() if state.record_plugin_metrics else 0.0
@@ -631,7 +678,7 @@ class Framework:
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
         skip = state.skip_filter_plugins
-        for name, fn in self._pre_filter_extensions("remove_pod"):
+        for name, fn in self._remove_pod_extensions:
             if name in skip:
                 continue
             t0 = _perf() if state.record_plugin_metrics else 0.0
@@ -646,20 +693,6 @@ class Framework:
                 assert status is not None
                 return _as_error(status, f"running RemovePod on PreFilter plugin {go_quote(name)}")
         return None
-
-    def _pre_filter_extensions(self, attr: str) -> list[tuple[str, Callable[..., Status | None]]]:
-        """(name, bound method) of the PreFilter plugins having ``attr`` (AddPod/RemovePod).
-
-        Preemption's dry run calls the extensions once per victim per node; looking the methods
-        up once per plugin list (rebuilt if the list is replaced or edited) saves a getattr each.
-        """
-        plugins = tuple(self.pre_filter_plugins)
-        cached = self._pre_filter_ext_cache.get(attr)
-        if cached is not None and cached[0] == plugins:
-            return cached[1]
-        found = [(p.name, fn) for p in plugins if (fn := getattr(p, attr, None)) is not None]
-        self._pre_filter_ext_cache[attr] = (plugins, found)
-        return found
 
     # -- Filter --
 
@@ -825,7 +858,8 @@ class Framework:
             take = rows[: min(num_to_find, n)]
             return take, len(take)
         filters = [p for p in self.filter_plugins if p.name not in state.skip_filter_plugins]
-        vector_fns = [getattr(p, "filter_vector", None) for p in filters]
+        vectors = self._filter_vectors
+        vector_fns = [vectors.get(p.name) for p in filters]
         evals = self._evals_filter
         timed = state.record_plugin_metrics
         feasible_parts: list[np.ndarray] = []
@@ -978,7 +1012,7 @@ class Framework:
 
             def fill(p: Any = p, node_infos: list[NodeInfo] = node_infos, rows: np.ndarray = rows) -> None:
                 # A plugin may compute its statuses for many rows at once (shared per outcome).
-                bulk = getattr(p, "filter_statuses", None)
+                bulk = self._filter_statuses.get(p.name)
                 try:
                     many = bulk(state, pod, self.snapshot, rows) if bulk is not None else None
                 except Exception as exc:  # each node's own status then (a per-node error, if it is one)
@@ -986,10 +1020,10 @@ class Framework:
                     many = None
                 if many is not None:
                     reported: dict[int, Status] = {}  # one framework status per shared plugin status
-                    for info, status in zip(node_infos, many, strict=True):
-                        shown = reported.get(id(status))
+                    for info, shared in zip(node_infos, many, strict=True):
+                        shown = reported.get(id(shared))
                         if shown is None:
-                            shown = reported[id(status)] = _filter_failure(p, status)
+                            shown = reported[id(shared)] = _filter_failure(p, shared)
                             diagnosis.add_plugin_status(shown)
                         statuses.set(info.name, shown)
                     return
@@ -1037,10 +1071,11 @@ class Framework:
         reasons: list[str] = []
         rejector = ""
         metrics = self._metrics
+        with_extenders_of = self._post_filters_with_extenders if extenders else {}
         for p in self.post_filter_plugins:
             t0 = _perf()
             try:
-                with_extenders = getattr(p, "post_filter_with_extenders", None) if extenders else None
+                with_extenders = with_extenders_of.get(p.name)
                 if with_extenders is not None:
                     r, s = await with_extenders(state, pod, node_statuses, extenders)
                 else:
@@ -1157,7 +1192,7 @@ class Framework:
         timed = state.record_plugin_metrics
         record = self._metrics.plugin_duration
         # One node (a batch's re-score): the per-node method costs less than the vector's set-up.
-        vfn = getattr(p, "score_vector", None) if len(rows) > 1 else None
+        vfn = self._score_vectors.get(p.name) if len(rows) > 1 else None
         t0 = _perf() if timed else 0.0
         try:
             vec = vfn(state, pod, self.snapshot, rows) if vfn is not None else None
@@ -1199,7 +1234,7 @@ class Framework:
 
     def _normalize(self, p: Any, state: CycleState, pod: Pod, scores: np.ndarray) -> None:
         """NormalizeScore in place, then the range check the reference applies before weights."""
-        normalize = getattr(p, "normalize_score", None)
+        normalize = self._normalizers.get(p.name)
         if normalize is not None:
             t0 = _perf() if state.record_plugin_metrics else 0.0
             try:

@@ -737,7 +737,7 @@ class Scheduler:
         victims = [v for v in result.victims if not v.deletion_timestamp]
         if not victims:
             return None
-        plugins = [p for p in fw.post_filter_plugins if isinstance(p, AsyncPreemptionPlugin)]
+        plugins = fw.async_preemption_plugins
         for p in plugins:
             p.preemption_started(pod.uid)
         return plugins, victims

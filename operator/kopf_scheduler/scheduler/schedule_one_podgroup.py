@@ -27,7 +27,6 @@ from kopf_scheduler.framework.diagnosis import FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE
 from kopf_scheduler.framework.extender import run_now
 from kopf_scheduler.framework.interface import (
-    AsyncPodGroupPreemptionPlugin,
     Code,
     CycleState,
     PlacementProgress,
@@ -407,9 +406,7 @@ class PodGroupCycle:
         victims = [v for v in result.victims if not v.deletion_timestamp]
         if not victims:
             return None
-        plugins = [
-            p for p in fw.pod_group_post_filter_plugins if isinstance(p, AsyncPodGroupPreemptionPlugin)
-        ]
+        plugins = fw.async_pod_group_preemption_plugins
         for p in plugins:
             p.pod_group_preemption_started(group.key)
         scheduler_name = members[0].pod.scheduler_name
