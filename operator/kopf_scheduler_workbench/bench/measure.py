@@ -1,22 +1,17 @@
-"""Measuring instruments for the side-by-side benchmarks: API traffic, pod watch, process samplers.
+"""Measuring instruments for the side-by-side benchmarks: pod watch, process samplers, percentiles.
 
-The runner talks to the apiserver with its own small aiohttp client (admin token, loopback only)
-rather than ``kubernetes``' generated client: creating 50,000 objects through the generated client
-costs more CPU in the runner than the scheduler under test spends, and on a 2-core machine every
-CPU second the runner burns is taken from the processes being measured.
+The runner talks to the apiserver through the workbench's REST helper (``kopf_scheduler_workbench.rest``:
+its request counts, creation and watches are there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
-import re
-import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +20,10 @@ from urllib.parse import urlencode
 import aiohttp
 import psutil
 
+from kopf_scheduler.api import kinds
+from kopf_scheduler_workbench.rest import Api
+
 __all__ = [
-    "Api",
     "PodTracker",
     "ProcessSampler",
     "percentile",
@@ -62,128 +59,6 @@ def throughput_windows(
     return [b / window for b in bins]
 
 
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-class Api:
-    """A minimal apiserver client: bounded concurrency, retries on throttling and transient errors."""
-
-    def __init__(self, server: str, token: str, *, concurrency: int = 32) -> None:
-        self.server = server.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        self.concurrency = concurrency
-        self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ssl=ctx, keepalive_timeout=600)
-            self._session = aiohttp.ClientSession(connector=connector, headers=self.headers)
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def request(
-        self, method: str, path: str, body: Mapping[str, Any] | None = None, *, attempts: int = 12
-    ) -> dict[str, Any]:
-        """One call; 409 on POST counts as done (a retried create whose first try landed)."""
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
-        delay = 0.1
-        for attempt in range(attempts):
-            try:
-                async with self.session.request(method, self.server + path, data=data) as resp:
-                    text = await resp.text()
-                    if resp.status < 300:
-                        return dict(json.loads(text)) if text else {}
-                    if resp.status == 409 and method == "POST" and attempt > 0:
-                        return {}
-                    if resp.status not in (429, 500, 502, 503, 504) or attempt == attempts - 1:
-                        raise RuntimeError(f"{method} {path}: {resp.status} {text[:300]}")
-            except (TimeoutError, aiohttp.ClientError):
-                if attempt == attempts - 1:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        raise RuntimeError(f"{method} {path}: out of attempts")
-
-    async def request_counts(self) -> dict[str, float]:
-        """The apiserver's ``apiserver_request_total``, summed per "VERB resource[/subresource]".
-
-        Diffed around the measured phase, it shows what each scheduler asks of the apiserver per
-        pod (binds, events, status patches, watches): the apiserver's CPU is most of this machine's.
-        """
-        text = (await self.fetch("/metrics")).decode()
-        counts: dict[str, float] = {}
-        for line in text.splitlines():
-            if not line.startswith("apiserver_request_total{"):
-                continue
-            labels_text, _, value = line[len("apiserver_request_total{") :].rpartition("} ")
-            labels = dict(_LABEL.findall(labels_text))
-            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
-            if labels.get("subresource"):
-                key += "/" + labels["subresource"]
-            counts[key] = counts.get(key, 0.0) + float(value)
-        return counts
-
-    async def fetch(self, path: str, timeout: float = 120.0) -> bytes:
-        """A raw GET (``/metrics``, ``/debug/pprof/...``): bytes, no retries."""
-        async with self.session.get(self.server + path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            data = await resp.read()
-            if resp.status >= 300:
-                raise RuntimeError(f"GET {path}: {resp.status} {data[:300]!r}")
-            return data
-
-    async def warm(self, path: str = "/version") -> None:
-        """Open all ``concurrency`` connections now: a TLS handshake costs more than a POST.
-
-        Without it the first measured pods pay for handshakes (about 0.7 s for 20 of them here).
-        """
-        await asyncio.gather(*(self.request("GET", path) for _ in range(self.concurrency)))
-
-    async def create_all(
-        self, path_of: Any, bodies: Sequence[Mapping[str, Any]], *, posted_at: dict[str, float] | None = None
-    ) -> float:
-        """POST every body with ``concurrency`` workers; returns the wall seconds it took.
-
-        ``path_of(body)`` gives the collection path. ``posted_at`` receives each object's name ->
-        ``time.monotonic()`` just before its POST: the creation time used for latencies.
-        """
-        started = time.monotonic()
-        it = iter(bodies)
-
-        async def worker() -> None:
-            for body in it:  # the shared iterator hands each body to exactly one worker
-                if posted_at is not None:
-                    posted_at[body["metadata"]["name"]] = time.monotonic()
-                await self.request("POST", path_of(body), body)
-
-        await asyncio.gather(*(worker() for _ in range(self.concurrency)))
-        return time.monotonic() - started
-
-    async def watch_lines(
-        self, path: str, params: Mapping[str, str], timeout: float
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Yield watch events (dicts) until the server ends the stream or ``timeout`` passes."""
-        query = {**params, "watch": "1", "timeoutSeconds": str(max(1, int(timeout)))}
-        client_timeout = aiohttp.ClientTimeout(total=timeout + 30, sock_read=timeout + 30)
-        async with self.session.get(self.server + path, params=query, timeout=client_timeout) as resp:
-            if resp.status != 200:
-                raise RuntimeError(f"watch {path}: {resp.status} {(await resp.text())[:300]}")
-            buffer = b""
-            async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-
-
 @dataclass
 class PodTracker:
     """Watches the tracked pods of one namespace; records when each is first seen bound."""
@@ -211,7 +86,7 @@ class PodTracker:
             self._changed.set()
 
     async def _run(self, deadline: float) -> None:
-        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        path = kinds.POD.collection(self.namespace)
         while time.monotonic() < deadline:  # bounded: re-list and re-watch until the deadline
             listing = await self.api.request(
                 "GET", f"{path}?{urlencode({'labelSelector': self.label_selector})}"

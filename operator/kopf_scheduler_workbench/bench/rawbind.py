@@ -14,10 +14,10 @@ import contextlib
 import os
 import sys
 import time
-from urllib.parse import urlencode
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.cluster.run import run_loop
-from kopf_scheduler_workbench.bench.measure import Api
+from kopf_scheduler_workbench.rest import Api, object_path
 
 __all__ = ["RawBinder", "main"]
 
@@ -44,7 +44,7 @@ class RawBinder:
         }
         async with self.limit:
             with contextlib.suppress(RuntimeError):  # 409: bound meanwhile; 404: deleted
-                await self.api.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+                await self.api.request("POST", object_path(kinds.POD, name, namespace, "binding"), body)
                 if self.first_bind_at is None:
                     self.first_bind_at = time.monotonic()
 
@@ -64,17 +64,17 @@ class RawBinder:
         task.add_done_callback(self.tasks.discard)
 
     async def run(self, deadline: float) -> None:
-        listing = await self.api.request("GET", "/api/v1/nodes")
+        listing = await self.api.listing(kinds.NODE)
         self.nodes = sorted(str(n["metadata"]["name"]) for n in listing.get("items") or [])
         selector = f"spec.schedulerName={self.scheduler_name},spec.nodeName="
         while time.monotonic() < deadline:
-            pods = await self.api.request("GET", "/api/v1/pods?" + urlencode({"fieldSelector": selector}))
+            pods = await self.api.listing(kinds.POD, fieldSelector=selector)
             for item in pods.get("items") or []:
                 self._pending(item)
             params = {"fieldSelector": selector, "resourceVersion": str(pods["metadata"]["resourceVersion"])}
             with contextlib.suppress(Exception):
                 async for event in self.api.watch_lines(
-                    "/api/v1/pods", params, min(300.0, deadline - time.monotonic())
+                    kinds.POD.path, params, min(300.0, deadline - time.monotonic())
                 ):
                     if event.get("type") == "ERROR":
                         break

@@ -43,16 +43,11 @@ import psutil
 import kopf_scheduler
 from kopf_scheduler.api import kinds
 from kopf_scheduler_workbench.bench import report
-from kopf_scheduler_workbench.bench.measure import (
-    Api,
-    PodTracker,
-    ProcessSampler,
-    percentile,
-    throughput_windows,
-)
+from kopf_scheduler_workbench.bench.measure import PodTracker, ProcessSampler, percentile, throughput_windows
 from kopf_scheduler_workbench.bench.workloads import NAMESPACE, SCALES, TRACK_LABEL, Workload, workloads
 from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
 from kopf_scheduler_workbench.processes import die_with_parent, free_port, stop_group
+from kopf_scheduler_workbench.rest import Api
 
 __all__ = [
     "ROOT",

@@ -37,13 +37,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import aiohttp
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.explain.reflog import parse_scores
-from kopf_scheduler_workbench.bench.measure import Api
 from kopf_scheduler_workbench.bench.runner import ROOT, SCHEDULERS, scheduler_command
 from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
 from kopf_scheduler_workbench.fidelity.compare import (
@@ -57,12 +56,12 @@ from kopf_scheduler_workbench.fidelity.compare import (
 )
 from kopf_scheduler_workbench.fidelity.generator import LABEL, Features, Scenario, generate, run_objects
 from kopf_scheduler_workbench.processes import die_with_parent, free_port, stop_group
+from kopf_scheduler_workbench.rest import Api, collection, item_path, object_path
 
 __all__ = ["FidelityRun", "add_arguments", "markdown", "run", "run_fidelity"]
 
 Obj = dict[str, Any]
 PLACED = "fidelity-placed"  # schedulerName of pods the runner binds itself (no scheduler owns it)
-MERGE = "application/merge-patch+json"
 
 # What simulate's handle.objects holds, keyed as ``load_documents`` keys it; Services and
 # ReplicaSets feed PodTopologySpread's system-default selector.
@@ -85,15 +84,6 @@ _SIM_KINDS = (
 def _scenario_prefix(body: Mapping[str, Any]) -> str:
     """``s7-k3-`` for a pod in namespace ``s7-k3-a``: what every object of its scenario starts with."""
     return str(body["metadata"]["namespace"]).rsplit("-", 1)[0] + "-"
-
-
-def collection(obj: Mapping[str, Any]) -> str:
-    """Where to create ``obj`` (api/kinds.py knows where each kind is served)."""
-    return kinds.by_name(str(obj["kind"])).collection(obj["metadata"].get("namespace", "default"))
-
-
-def item_path(obj: Mapping[str, Any]) -> str:
-    return f"{collection(obj)}/{quote(str(obj['metadata']['name']))}"
 
 
 def pod_key(obj: Mapping[str, Any]) -> str:
@@ -152,12 +142,10 @@ class Watches:
         ready = [asyncio.Event(), asyncio.Event()]
         loop = asyncio.get_running_loop()
         self._tasks = [
-            loop.create_task(
-                self._loop("/api/v1/pods", {"labelSelector": f"{LABEL}=1"}, self._pod, ready[0])
-            ),
+            loop.create_task(self._loop(kinds.POD, {"labelSelector": f"{LABEL}=1"}, self._pod, ready[0])),
             loop.create_task(
                 self._loop(
-                    "/apis/events.k8s.io/v1/events",
+                    kinds.EVENT,
                     {"fieldSelector": "reason=FailedScheduling"},
                     self._event,
                     ready[1],
@@ -174,10 +162,14 @@ class Watches:
                 await task
 
     async def _loop(
-        self, path: str, params: dict[str, str], handle: Callable[[str, Obj], None], ready: asyncio.Event
+        self,
+        kind: kinds.Kind[Any],
+        params: dict[str, str],
+        handle: Callable[[str, Obj], None],
+        ready: asyncio.Event,
     ) -> None:
         while True:  # re-list and re-watch whenever the stream ends (timeout, 410 Gone)
-            listing = await self.api.request("GET", f"{path}?{urlencode(params)}")
+            listing = await self.api.listing(kind, **params)
             for item in listing.get("items") or []:
                 handle("ADDED", item)
             rv = str(listing["metadata"]["resourceVersion"])
@@ -185,13 +177,13 @@ class Watches:
             self.changed.notify()
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async for event in self.api.watch_lines(
-                    path, {**params, "resourceVersion": rv, "allowWatchBookmarks": "1"}, 290.0
+                    kind.path, {**params, "resourceVersion": rv, "allowWatchBookmarks": "1"}, 290.0
                 ):
-                    kind = str(event.get("type"))
-                    if kind == "ERROR":
+                    event_type = str(event.get("type"))
+                    if event_type == "ERROR":
                         break
-                    if kind != "BOOKMARK":
-                        handle(kind, event["object"])
+                    if event_type != "BOOKMARK":
+                        handle(event_type, event["object"])
                         self.changed.notify()
 
     def _pod(self, kind: str, obj: Obj) -> None:
@@ -275,28 +267,18 @@ class Driver:
         return created
 
     async def patch(self, path: str, body: Mapping[str, Any]) -> Obj:
-        async with self.api.session.patch(
-            self.api.server + path, data=json.dumps(body), headers={"Content-Type": MERGE}
-        ) as resp:
-            text = await resp.text()
-            if resp.status >= 300:
-                raise RuntimeError(f"PATCH {path}: {resp.status} {text[:300]}")
-            return dict(json.loads(text))
+        return await self.api.patch(path, body)
 
     async def delete(self, path: str, *, force: bool = True) -> None:
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0} if force else None
-        async with self.api.session.delete(
-            self.api.server + path, data=json.dumps(body) if body else None
-        ) as resp:
-            if resp.status >= 300 and resp.status != 404:
-                raise RuntimeError(f"DELETE {path}: {resp.status} {(await resp.text())[:300]}")
+        """Delete (gone already is fine); ``force``: at once, as no kubelet runs to finish it."""
+        await self.api.delete(path, grace_period=0 if force else None)
 
     async def delete_pod(self, key: str) -> None:
         """Force-delete (the kubelet's part: no kubelet runs) and wait until the watch shows it gone."""
         ns, name = key.split("/", 1)
         if key in self.watches.pods:
             self.watches.runner_deletes.add(key)
-        await self.delete(f"/api/v1/namespaces/{ns}/pods/{quote(name)}")
+        await self.delete(object_path(kinds.POD, name, ns))
         await self.changed.until(lambda: key not in self.watches.pods, 30)
 
     async def create_pod(self, body: Obj) -> Obj:
@@ -357,7 +339,7 @@ class Driver:
             raise RuntimeError(f"schedulers not ready after {timeout}s: warm-up pods not bound")
         for key in keys:
             await self.delete_pod(key)
-        await self.delete("/api/v1/nodes/fid-warmup", force=False)
+        await self.delete(object_path(kinds.NODE, "fid-warmup"), force=False)
 
     async def setup(self, sc: Scenario) -> None:
         for obj in sc.namespaces:
@@ -405,7 +387,7 @@ class Driver:
 
     async def teardown(self, sc: Scenario) -> None:
         for ns in (n["metadata"]["name"] for n in sc.namespaces):
-            await self.delete(f"/api/v1/namespaces/{ns}/pods?{urlencode({'labelSelector': f'{LABEL}=1'})}")
+            await self.delete(f"{kinds.POD.collection(ns)}?{urlencode({'labelSelector': f'{LABEL}=1'})}")
         await self.changed.until(
             lambda: not any(k.startswith(f"{sc.prefix}-") for k in self.watches.pods), 30
         )
@@ -425,12 +407,11 @@ class Driver:
             await self.delete(item_path(node), force=False)
 
     async def _objects_for_simulate(self, sc: Scenario) -> dict[str, Any]:
-        nodes = await self.api.request("GET", f"/api/v1/nodes?{urlencode({'labelSelector': f'{LABEL}=1'})}")
+        nodes = await self.api.listing(kinds.NODE, labelSelector=f"{LABEL}=1")
         objects: dict[str, dict[str, Any]] = {}
         for kind in _SIM_KINDS:
             registered = kinds.by_name(kind)
-            listing = await self.api.request("GET", registered.path)
-            for item in listing.get("items") or []:
+            for item in await self.api.list_all(registered):
                 meta = item["metadata"]
                 if meta.get("deletionTimestamp"):
                     continue
@@ -556,7 +537,7 @@ class Driver:
                 "status": status,
             }
             ns, name = key.split("/", 1)
-            await self.patch(f"/api/v1/namespaces/{ns}/pods/{quote(name)}/status", {"status": status})
+            await self.patch(object_path(kinds.POD, name, ns, "status"), {"status": status})
             await self.changed.until(lambda: self._has_status(key, status), 30)
         else:
             await self.delete_pod(key)
@@ -594,10 +575,9 @@ class Driver:
         return await self._scenario_claims(_scenario_prefix(body))
 
     async def _scenario_claims(self, prefix: str) -> dict[str, Obj]:
-        listing = await self.api.request("GET", "/apis/resource.k8s.io/v1/resourceclaims")
         return {
             f"{c['metadata']['namespace']}/{c['metadata']['name']}": {"kind": "ResourceClaim", **c}
-            for c in listing.get("items") or []
+            for c in await self.api.list_all(kinds.RESOURCE_CLAIM)
             if c["metadata"]["namespace"].startswith(prefix)
         }
 
@@ -610,14 +590,14 @@ class Driver:
             if key in claims:
                 continue
             ns, name = key.split("/", 1)
-            path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{quote(name)}"
+            path = object_path(kinds.RESOURCE_CLAIM, name, ns)
             with contextlib.suppress(RuntimeError):
                 await self.patch(path, {"metadata": {"finalizers": None}})
             await self.delete(path, force=False)
             changed = True
         for key, before in claims.items():
             ns, name = key.split("/", 1)
-            path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{quote(name)}"
+            path = object_path(kinds.RESOURCE_CLAIM, name, ns)
             now = await self.api.request("GET", path)
             if (now.get("status") or {}) == (before.get("status") or {}) and now["metadata"].get(
                 "finalizers"
