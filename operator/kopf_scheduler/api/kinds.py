@@ -15,7 +15,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from kopf_scheduler.api.apps import ReplicaSet, StatefulSet, parse_replica_set, parse_stateful_set
+from kopf_scheduler.api.core import (
+    Namespace,
+    ReplicationController,
+    Service,
+    parse_namespace,
+    parse_replication_controller,
+    parse_service,
+)
 from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
+from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
+from kopf_scheduler.api.scheduling import PriorityClass, parse_priority_class
 from kopf_scheduler.api.storage import (
     CSIDriver,
     CSINode,
@@ -174,18 +186,25 @@ CSI_STORAGE_CAPACITY: Kind[CSIStorageCapacity] = Kind(
     "CSIStorageCapacity", _STORAGE, "v1", "csistoragecapacities", True,
     event=f"{_STORAGE}/CSIStorageCapacity", parse=parse_csi_storage_capacity,
 )
-POD_DISRUPTION_BUDGET: Kind[Raw] = Kind(
-    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, event="PodDisruptionBudget"
+POD_DISRUPTION_BUDGET: Kind[PodDisruptionBudget] = Kind(
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, event="PodDisruptionBudget",
+    parse=parse_pod_disruption_budget,
 )
 # Namespace and PriorityClass only feed handle.objects: no event.
-NAMESPACE: Kind[Raw] = Kind("Namespace", "", "v1", "namespaces", False)
-PRIORITY_CLASS: Kind[Raw] = Kind("PriorityClass", _SCHEDULING, "v1", "priorityclasses", False)
+NAMESPACE: Kind[Namespace] = Kind("Namespace", "", "v1", "namespaces", False, parse=parse_namespace)
+PRIORITY_CLASS: Kind[PriorityClass] = Kind(
+    "PriorityClass", _SCHEDULING, "v1", "priorityclasses", False, parse=parse_priority_class
+)
 # PodTopologySpread's system-default constraints select by the pod's Services and its controlling
 # ReplicationController/ReplicaSet/StatefulSet, as the reference's informers feed it.
-SERVICE: Kind[Raw] = Kind("Service", "", "v1", "services", True)
-REPLICATION_CONTROLLER: Kind[Raw] = Kind("ReplicationController", "", "v1", "replicationcontrollers", True)
-REPLICA_SET: Kind[Raw] = Kind("ReplicaSet", "apps", "v1", "replicasets", True)
-STATEFUL_SET: Kind[Raw] = Kind("StatefulSet", "apps", "v1", "statefulsets", True)
+SERVICE: Kind[Service] = Kind("Service", "", "v1", "services", True, parse=parse_service)
+REPLICATION_CONTROLLER: Kind[ReplicationController] = Kind(
+    "ReplicationController", "", "v1", "replicationcontrollers", True, parse=parse_replication_controller
+)
+REPLICA_SET: Kind[ReplicaSet] = Kind("ReplicaSet", "apps", "v1", "replicasets", True, parse=parse_replica_set)
+STATEFUL_SET: Kind[StatefulSet] = Kind(
+    "StatefulSet", "apps", "v1", "statefulsets", True, parse=parse_stateful_set
+)
 # DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
 RESOURCE_CLAIM: Kind[Raw] = Kind(
     "ResourceClaim", _RESOURCE, "v1", "resourceclaims", True, event=f"{_RESOURCE}/ResourceClaim"
@@ -202,8 +221,9 @@ DEVICE_TAINT_RULE: Kind[Raw] = Kind(
     "DeviceTaintRule", _RESOURCE, "v1", "devicetaintrules", False, event=f"{_RESOURCE}/ResourceSlice"
 )
 # Served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
-POD_GROUP: Kind[Raw] = Kind(
-    "PodGroup", _SCHEDULING, "v1beta1", "podgroups", True, optional=True, event=f"{_SCHEDULING}/PodGroup"
+POD_GROUP: Kind[PodGroup] = Kind(
+    "PodGroup", _SCHEDULING, "v1beta1", "podgroups", True, optional=True, event=f"{_SCHEDULING}/PodGroup",
+    parse=parse_pod_group,
 )
 # simulate's admission turns a pod's template reference into its claim.
 RESOURCE_CLAIM_TEMPLATE: Kind[Raw] = Kind(
