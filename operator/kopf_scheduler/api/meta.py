@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kopf_scheduler.api.types import as_int, as_list, as_mapping, as_str_map, parse_timestamp
+from kopf_scheduler.api.types import ObjectError, as_int, as_list, as_mapping, as_str_map, parse_timestamp
 
 __all__ = ["ObjectMeta", "OwnerReference", "parse_meta", "parse_namespaced_meta", "parse_owner_references"]
 
@@ -50,18 +50,26 @@ class ObjectMeta:
 
 
 def parse_owner_references(raw: Any, path: str = "metadata.ownerReferences") -> tuple[OwnerReference, ...]:
-    """``metadata.ownerReferences`` (the Pod parser's too, whose metadata is not an ObjectMeta)."""
-    return tuple(
-        OwnerReference(
-            api_version=str(ref.get("apiVersion") or ""),
-            kind=str(ref.get("kind") or ""),
-            name=str(ref.get("name") or ""),
-            uid=str(ref.get("uid") or ""),
-            controller=ref.get("controller") is True,
+    """``metadata.ownerReferences`` (the Pod parser's too, whose metadata is not an ObjectMeta).
+
+    A plain loop: every pod a controller made has one, so this is on the pod parser's hot path.
+    """
+    if not raw:
+        return ()
+    out = []
+    for i, ref in enumerate(as_list(raw, path)):
+        if not isinstance(ref, Mapping):
+            raise ObjectError(f"{path}[{i}]", f"expected an object, got {type(ref).__name__}")
+        out.append(
+            OwnerReference(
+                str(ref.get("apiVersion") or ""),
+                str(ref.get("kind") or ""),
+                str(ref.get("name") or ""),
+                str(ref.get("uid") or ""),
+                ref.get("controller") is True,
+            )
         )
-        for i, item in enumerate(as_list(raw, path))
-        for ref in (as_mapping(item, f"{path}[{i}]"),)
-    )
+    return tuple(out)
 
 
 def parse_meta(raw: Any, path: str = "metadata") -> ObjectMeta:
