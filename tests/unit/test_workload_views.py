@@ -11,7 +11,8 @@ from kopf_scheduler import simulate
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.apps import parse_replica_set, parse_stateful_set
 from kopf_scheduler.api.core import parse_namespace, parse_replication_controller, parse_service
-from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.meta import ObjectMeta, OwnerReference
+from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.api.policy import parse_pod_disruption_budget
 from kopf_scheduler.api.scheduling import parse_priority_class
@@ -205,3 +206,21 @@ def test_simulate_stores_views_and_names_a_malformed_document() -> None:
         simulate.SimulationError, match=r"^b\.yaml \(PodDisruptionBudget p\): status\.disruptionsAllowed"
     ):
         simulate.documents_to_inputs([bad])
+
+
+def test_a_pods_owner_references_are_typed() -> None:
+    """PodTopologySpread's default selector finds the pod's controller by a typed reference."""
+    refs = [
+        {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n"},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "r", "controller": True},
+    ]
+    pod = parse_pod({"metadata": {"name": "p", "ownerReferences": refs}, "spec": {"containers": []}})
+    assert pod.owner_references == (
+        OwnerReference("v1", "Node", "n1", "n"),
+        OwnerReference("apps/v1", "ReplicaSet", "web-1", "r", controller=True),
+    )
+    with pytest.raises(ObjectError) as exc:
+        parse_pod(
+            {"metadata": {"name": "p", "ownerReferences": [refs[0], "web-1"]}, "spec": {"containers": []}}
+        )
+    assert exc.value.path == "metadata.ownerReferences[1]"
