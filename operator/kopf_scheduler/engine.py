@@ -16,6 +16,7 @@ from typing import Any
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.dra import DraManager
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.extender import Extender
@@ -72,6 +73,7 @@ def new_engine(
     cache = Cache()
     queue = PriorityQueue(nominator=Nominator(), metrics=recorder)
     profile_set = ProfileSet(profiles, registry, with_default=with_default)
+    store = objects if objects is not None else cache.objects
     scheduler = Scheduler(
         cache,
         queue,
@@ -81,10 +83,12 @@ def new_engine(
         event_workers=event_workers,
         rng=rng,
         metrics=recorder,
-        objects=objects if objects is not None else cache.objects,
+        objects=store,
         opportunistic_batching=opportunistic_batching,
         extenders=extenders,
         on_fit_error=on_fit_error,
+        # DRA's shared state (claims in flight, CEL and pool caches), one per object store.
+        dra=DraManager(store),
     )
     if is_responsible is None:
 

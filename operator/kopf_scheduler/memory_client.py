@@ -19,6 +19,7 @@ from kopf_scheduler.api import kinds
 from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
+from kopf_scheduler.api.resource import ResourceClaim
 from kopf_scheduler.api.storage import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -118,74 +119,86 @@ class MemoryClusterClient:
                 self._provision(pvc, pod.node_name)
 
     # -- ResourceClaims: the apiserver's optimistic concurrency over ``objects["ResourceClaim"]`` --
+    # Each write stores a new view with a new resourceVersion, as a watch would deliver it.
 
-    def _claims(self) -> dict[str, Any]:
+    def _claims(self) -> dict[str, ResourceClaim]:
         if self.objects is None:
             self.objects = {}
-        return self.objects.setdefault("ResourceClaim", {})
+        return self.objects.setdefault(kinds.RESOURCE_CLAIM.kind, {})
 
-    def _stored_claim(self, namespace: str, name: str) -> dict[str, Any]:
+    def _stored_claim(self, namespace: str, name: str) -> ResourceClaim:
         stored = self._claims().get(f"{namespace}/{name}")
         if stored is None:
             raise NotFound(f'resourceclaims.resource.k8s.io "{name}" not found', 404)
         return stored
 
-    async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        return copy.deepcopy(self._stored_claim(namespace, name))
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        return self._stored_claim(namespace, name)
 
-    def _write_claim(self, claim: Mapping[str, Any], *, status: bool) -> dict[str, Any]:
-        meta = claim.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+    def _write_claim(self, claim: ResourceClaim, *, status: bool) -> ResourceClaim:
+        namespace, name = claim.metadata.namespace, claim.metadata.name
         stored = self._stored_claim(namespace, name)
-        have = (stored.get("metadata") or {}).get("resourceVersion")
-        if meta.get("resourceVersion") and meta.get("resourceVersion") != have:
+        have = stored.metadata.resource_version
+        if claim.metadata.resource_version and claim.metadata.resource_version != have:
             raise Conflict(
                 f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{name}": the object has '
                 "been modified; please apply your changes to the latest version and try again",
                 409,
             )
-        new = copy.deepcopy(stored)
+        version = self._next_version()
         if status:
-            new["status"] = copy.deepcopy(claim.get("status") or {})
-        else:
-            new["metadata"] = {**copy.deepcopy(dict(meta)), "resourceVersion": have}
-            new["spec"] = copy.deepcopy(claim.get("spec") or stored.get("spec") or {})
-        new["metadata"]["resourceVersion"] = self._next_version()
-        self._claims()[f"{namespace}/{name}"] = new  # a new dict, as a watch delivers
-        self.claim_writes.append((f"{namespace}/{name}", "status" if status else "metadata"))
-        return copy.deepcopy(new)
+            new = dataclasses.replace(
+                stored,
+                status=claim.status,
+                metadata=dataclasses.replace(stored.metadata, resource_version=version),
+            )
+        else:  # the object: metadata (finalizers, labels...), the spec being immutable
+            new = dataclasses.replace(
+                stored,
+                finalizers=claim.finalizers,
+                metadata=dataclasses.replace(claim.metadata, resource_version=version),
+            )
+        self._claims()[claim.key] = new
+        self.claim_writes.append((claim.key, "status" if status else "metadata"))
+        return new
 
-    async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+    async def update_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
         return self._write_claim(claim, status=False)
 
-    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+    async def update_resource_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
         return self._write_claim(claim, status=True)
 
     async def unreserve_resource_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
         stored = self._stored_claim(namespace, name)
-        if (stored.get("metadata") or {}).get("uid", claim_uid) != claim_uid:
+        if stored.metadata.uid and stored.metadata.uid != claim_uid:
             raise Conflict(f"resourceclaim {namespace}/{name}: uid precondition failed", 409)
-        new = copy.deepcopy(stored)
-        status = new.setdefault("status", {})
-        status["reservedFor"] = [r for r in status.get("reservedFor") or () if r.get("uid") != pod_uid]
-        new["metadata"]["resourceVersion"] = self._next_version()
-        self._claims()[f"{namespace}/{name}"] = new
-        self.claim_writes.append((f"{namespace}/{name}", "unreserve"))
+        reserved = tuple(r for r in stored.status.reserved_for if r.uid != pod_uid)
+        self._claims()[stored.key] = dataclasses.replace(
+            stored,
+            status=dataclasses.replace(stored.status, reserved_for=reserved),
+            metadata=dataclasses.replace(stored.metadata, resource_version=self._next_version()),
+        )
+        self.claim_writes.append((stored.key, "unreserve"))
 
-    async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
-        new = copy.deepcopy(dict(claim))
-        meta = new.setdefault("metadata", {})
+    async def create_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
         self._version += 1
-        meta.setdefault("name", f"{meta.get('generateName', 'claim-')}{self._version:05d}")
-        meta["uid"] = f"sim-claim-{self._version}"
-        meta["resourceVersion"] = self._next_version()
-        self._claims()[f"{meta.get('namespace') or 'default'}/{meta['name']}"] = new
-        self.claim_writes.append((f"{meta.get('namespace') or 'default'}/{meta['name']}", "create"))
-        return copy.deepcopy(new)
+        meta = claim.metadata
+        new = dataclasses.replace(
+            claim,
+            metadata=dataclasses.replace(
+                meta,
+                name=meta.name or f"{claim.generate_name or 'claim-'}{self._version:05d}",
+                uid=f"sim-claim-{self._version}",
+                resource_version=self._next_version(),
+            ),
+        )
+        self._claims()[new.key] = new
+        self.claim_writes.append((new.key, "create"))
+        return new
 
     async def delete_resource_claim(self, namespace: str, name: str, uid: str) -> None:
         stored = self._claims().get(f"{namespace}/{name}")
-        if stored is not None and (stored.get("metadata") or {}).get("uid") in (uid, None):
+        if stored is not None and stored.metadata.uid in (uid, ""):
             del self._claims()[f"{namespace}/{name}"]
             self.claim_writes.append((f"{namespace}/{name}", "delete"))
 

@@ -211,18 +211,16 @@ def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
     PreEnqueue as it would in a cluster.
     """
     statuses = dict(pod.resource_claim_statuses)
+    templates = kinds.objects_of(objects, kinds.RESOURCE_CLAIM_TEMPLATE)
     added = []
     for entry in pod.resource_claims:
         if entry.resource_claim_template_name is None or entry.name in statuses:
             continue
-        template = objects.get("ResourceClaimTemplate", {}).get(
-            f"{pod.namespace}/{entry.resource_claim_template_name}"
-        )
+        template = templates.get(f"{pod.namespace}/{entry.resource_claim_template_name}")
         if template is None:
             continue
         name = f"{pod.name}-{entry.name}"
-        spec = (template.get("spec") or {}).get("spec") or {}
-        objects.setdefault("ResourceClaim", {})[f"{pod.namespace}/{name}"] = {
+        claim = {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": {
@@ -235,8 +233,11 @@ def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
                     {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
                 ],
             },
-            "spec": json.loads(json.dumps(spec)),
+            "spec": json.loads(json.dumps(template.claim_spec_raw)),
         }
+        objects.setdefault(kinds.RESOURCE_CLAIM.kind, {})[f"{pod.namespace}/{name}"] = (
+            kinds.RESOURCE_CLAIM.parse(claim)
+        )
         added.append({"name": entry.name, "resourceClaimName": name})
     if not added:
         return pod
@@ -257,17 +258,16 @@ def _pod_allocations(
     names = [entry.resource_claim_name or statuses.get(entry.name) for entry in pod.resource_claims]
     if extended is not None:
         names.append(str(extended.get("resourceClaimName") or ""))
+    claims = kinds.objects_of(objects, kinds.RESOURCE_CLAIM)
     out: dict[str, list[str]] = {}
     for name in names:
         if not name:
             continue
-        claim = objects.get("ResourceClaim", {}).get(f"{pod.namespace}/{name}") or {}
-        status = claim.get("status") or {}
-        if not any(r.get("uid") == pod.uid for r in status.get("reservedFor") or ()):
+        claim = claims.get(f"{pod.namespace}/{name}")
+        if claim is None or not claim.is_reserved_for(pod.uid) or claim.status.allocation is None:
             out[name] = []
             continue
-        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
-        out[name] = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
+        out[name] = ["/".join(r.device_id) for r in claim.status.allocation.results]
     return out
 
 

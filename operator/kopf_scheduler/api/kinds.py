@@ -27,6 +27,18 @@ from kopf_scheduler.api.core import (
 from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
+from kopf_scheduler.api.resource import (
+    DeviceClass,
+    DeviceTaintRule,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_device_class,
+    parse_device_taint_rule,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
 from kopf_scheduler.api.scheduling import PriorityClass, parse_priority_class
 from kopf_scheduler.api.storage import (
     CSIDriver,
@@ -206,19 +218,23 @@ STATEFUL_SET: Kind[StatefulSet] = Kind(
     "StatefulSet", "apps", "v1", "statefulsets", True, parse=parse_stateful_set
 )
 # DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
-RESOURCE_CLAIM: Kind[Raw] = Kind(
-    "ResourceClaim", _RESOURCE, "v1", "resourceclaims", True, event=f"{_RESOURCE}/ResourceClaim"
+RESOURCE_CLAIM: Kind[ResourceClaim] = Kind(
+    "ResourceClaim", _RESOURCE, "v1", "resourceclaims", True, event=f"{_RESOURCE}/ResourceClaim",
+    parse=parse_resource_claim,
 )
-RESOURCE_SLICE: Kind[Raw] = Kind(
-    "ResourceSlice", _RESOURCE, "v1", "resourceslices", False, event=f"{_RESOURCE}/ResourceSlice"
+RESOURCE_SLICE: Kind[ResourceSlice] = Kind(
+    "ResourceSlice", _RESOURCE, "v1", "resourceslices", False, event=f"{_RESOURCE}/ResourceSlice",
+    parse=parse_resource_slice,
 )
-DEVICE_CLASS: Kind[Raw] = Kind(
-    "DeviceClass", _RESOURCE, "v1", "deviceclasses", False, event=f"{_RESOURCE}/DeviceClass"
+DEVICE_CLASS: Kind[DeviceClass] = Kind(
+    "DeviceClass", _RESOURCE, "v1", "deviceclasses", False, event=f"{_RESOURCE}/DeviceClass",
+    parse=parse_device_class,
 )
 # The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
 # ResourceSlices it selects; the plugin hears it as that.
-DEVICE_TAINT_RULE: Kind[Raw] = Kind(
-    "DeviceTaintRule", _RESOURCE, "v1", "devicetaintrules", False, event=f"{_RESOURCE}/ResourceSlice"
+DEVICE_TAINT_RULE: Kind[DeviceTaintRule] = Kind(
+    "DeviceTaintRule", _RESOURCE, "v1", "devicetaintrules", False, event=f"{_RESOURCE}/ResourceSlice",
+    parse=parse_device_taint_rule,
 )
 # Served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
 POD_GROUP: Kind[PodGroup] = Kind(
@@ -226,8 +242,9 @@ POD_GROUP: Kind[PodGroup] = Kind(
     parse=parse_pod_group,
 )
 # simulate's admission turns a pod's template reference into its claim.
-RESOURCE_CLAIM_TEMPLATE: Kind[Raw] = Kind(
-    "ResourceClaimTemplate", _RESOURCE, "v1", "resourceclaimtemplates", True, Role.INPUT
+RESOURCE_CLAIM_TEMPLATE: Kind[ResourceClaimTemplate] = Kind(
+    "ResourceClaimTemplate", _RESOURCE, "v1", "resourceclaimtemplates", True, Role.INPUT,
+    parse=parse_resource_claim_template,
 )
 RUNTIME_CLASS: Kind[Raw] = Kind("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False, Role.WORKBENCH)
 # Written by the scheduler (cluster/client.py), read back only by the workbench (fidelity, the checker).

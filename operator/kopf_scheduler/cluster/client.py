@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
+from kopf_scheduler.api.resource import ResourceClaim, claim_to_api, parse_resource_claim
 from kopf_scheduler.api.storage import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -430,18 +431,18 @@ class KubeClusterClient:
 
     # --- resource claims (DynamicResources) -------------------------------------------------------
 
-    async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        return dict(await self._request("GET", _claim_path(namespace, name)))
+    # Claims go out built from their typed fields (api/resource.claim_to_api) and come back parsed.
 
-    async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
-        meta = claim.get("metadata") or {}
-        path = _claim_path(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
-        return dict(await self._request("PUT", path, body=_claim_body(claim)))
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        return parse_resource_claim(await self._request("GET", _claim_path(namespace, name)))
 
-    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
-        meta = claim.get("metadata") or {}
-        path = _claim_path(str(meta.get("namespace") or "default"), str(meta.get("name", "")), "status")
-        return dict(await self._request("PUT", path, body=_claim_body(claim)))
+    async def update_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
+        path = _claim_path(claim.metadata.namespace, claim.metadata.name)
+        return parse_resource_claim(await self._request("PUT", path, body=claim_to_api(claim)))
+
+    async def update_resource_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
+        path = _claim_path(claim.metadata.namespace, claim.metadata.name, "status")
+        return parse_resource_claim(await self._request("PUT", path, body=claim_to_api(claim)))
 
     async def unreserve_resource_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
         await self._request(
@@ -454,10 +455,9 @@ class KubeClusterClient:
             content_type=STRATEGIC,
         )
 
-    async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
-        namespace = str((claim.get("metadata") or {}).get("namespace") or "default")
-        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims"
-        return dict(await self._request("POST", path, body=_claim_body(claim)))
+    async def create_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(claim.metadata.namespace)}/resourceclaims"
+        return parse_resource_claim(await self._request("POST", path, body=claim_to_api(claim)))
 
     async def delete_resource_claim(self, namespace: str, name: str, uid: str) -> None:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
@@ -480,10 +480,3 @@ class KubeClusterClient:
 def _claim_path(namespace: str, name: str, sub: str = "") -> str:
     path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
     return f"{path}/{sub}" if sub else path
-
-
-def _claim_body(claim: Mapping[str, Any]) -> dict[str, Any]:
-    body = dict(claim)
-    body.setdefault("apiVersion", "resource.k8s.io/v1")
-    body.setdefault("kind", "ResourceClaim")
-    return body

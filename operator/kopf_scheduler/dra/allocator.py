@@ -21,7 +21,19 @@ from fractions import Fraction
 from typing import Any
 
 from kopf_scheduler.api.objects import Node
-from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.resource import (
+    AllocationConfiguration,
+    AllocationResult,
+    Device,
+    DeviceCapacity,
+    DeviceClass,
+    DeviceRequestAllocationResult,
+    DeviceSelector,
+    DeviceSubRequest,
+    ResourceClaim,
+    ResourceSlice,
+)
+from kopf_scheduler.api.types import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 from .cel import CelCache, CelError
 from .features import Features
@@ -30,7 +42,6 @@ from .state import AllocatedState, DeviceID
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocationError", "Allocator", "InvalidPoolsError"]
 
-Raw = Mapping[str, Any]
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
 
 
@@ -46,10 +57,9 @@ class _MaxSizeExceeded(Exception):
     pass
 
 
-def _kobj(claim: Raw) -> str:
-    meta = claim.get("metadata") or {}
-    ns, name = meta.get("namespace") or "", meta.get("name") or ""
-    return f"{ns}/{name}" if ns else str(name)
+def _kobj(claim: ResourceClaim) -> str:
+    ns, name = claim.metadata.namespace, claim.metadata.name
+    return f"{ns}/{name}" if ns else name
 
 
 def _device_id_str(device: DeviceID) -> str:
@@ -60,13 +70,16 @@ def _device_id_str(device: DeviceID) -> str:
 class _Request:
     """A request or a subrequest of ``firstAvailable``, with what allocation learnt about it."""
 
-    raw: Raw
-    name: str
+    spec: DeviceSubRequest
     parent: str | None = None  # the parent request's name for a subrequest
-    class_: Raw | None = None
+    class_: DeviceClass | None = None
     num_devices: int = 0
     all_devices: list[_Device] = field(default_factory=list)
     selected_sub: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
     @property
     def full_name(self) -> str:
@@ -74,42 +87,34 @@ class _Request:
 
     @property
     def class_name(self) -> str:
-        return str(self.raw.get("deviceClassName") or "")
+        return self.spec.device_class_name
 
     @property
     def mode(self) -> str:
-        return str(self.raw.get("allocationMode") or "ExactCount")
+        return self.spec.allocation_mode
 
     @property
     def count(self) -> int:
-        return int(self.raw.get("count", 1) or 1) if self.mode == "ExactCount" else 0
+        return self.spec.count if self.mode == "ExactCount" else 0
 
     @property
     def admin_access(self) -> bool:
-        return bool(self.raw.get("adminAccess"))
+        return self.spec.admin_access
 
     @property
-    def selectors(self) -> Sequence[Raw]:
-        return [s for s in self.raw.get("selectors") or () if isinstance(s, Mapping)]
+    def selectors(self) -> Sequence[DeviceSelector]:
+        return self.spec.selectors
 
     @property
-    def tolerations(self) -> list[Raw]:
-        return [t for t in self.raw.get("tolerations") or () if isinstance(t, Mapping)]
-
-    @property
-    def capacity_requests(self) -> Mapping[str, Any] | None:
-        capacity = self.raw.get("capacity")
-        if not isinstance(capacity, Mapping):
-            return None
-        requests = capacity.get("requests")
-        return requests if isinstance(requests, Mapping) else None
+    def capacity_requests(self) -> Mapping[str, Fraction] | None:
+        return self.spec.capacity_requests
 
 
 @dataclass(slots=True, eq=False)
 class _Device:
     id: DeviceID
-    raw: Raw
-    slice: Raw
+    raw: Device
+    slice: ResourceSlice
     pool: Pool
 
 
@@ -153,133 +158,98 @@ class _Constraint:
 
 
 def _lookup_attribute(device: _Device, name: str) -> tuple[str, Any] | None:
-    attrs = device.raw.get("attributes") or {}
+    attrs = device.raw.attributes
     attr = attrs.get(name)
     if attr is None:
         domain, sep, ident = name.partition("/")
         if not sep or domain != device.id[0]:
             return None
         attr = attrs.get(ident)
-    if not isinstance(attr, Mapping):
+    if attr is None:
         return None
-    for kind in ("string", "int", "bool", "version"):
-        if kind in attr:
-            return (kind, attr[kind])
-    return None
+    return (attr.kind, attr.value)
 
 
-def _tolerates(toleration: Raw, taint: Raw) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
-
-
-def _taint_prevents(device: Raw, request: _Request) -> bool:
-    for taint in device.get("taints") or ():
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
-            _tolerates(t, taint) for t in request.tolerations
+def _taint_prevents(device: Device, request: _Request) -> bool:
+    for taint in device.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint) for t in request.spec.tolerations
         ):
             return True
     return False
 
 
-def _q(value: Any) -> Fraction:
-    try:
-        return parse_quantity(value)
-    except QuantityError:
-        return Fraction(0)
-
-
-def _format_quantity(value: Fraction) -> str:
-    if value.denominator == 1:
-        return str(value.numerator)
-    milli = value * 1000
-    return f"{-((-milli.numerator) // milli.denominator)}m"
-
-
 # --- consumable capacity --------------------------------------------------------------------------
 
 
-def _consumed_for(requested: Any | None, capacity: Raw) -> Fraction:
-    policy = capacity.get("requestPolicy") if isinstance(capacity.get("requestPolicy"), Mapping) else None
+def _consumed_for(requested: Fraction | None, capacity: DeviceCapacity) -> Fraction:
+    policy = capacity.request_policy
     if requested is None:
-        if policy and policy.get("default") is not None:
-            return _q(policy["default"])
-        return _q(capacity.get("value", 0))
-    want = _q(requested)
+        if policy is not None and policy.default is not None:
+            return policy.default
+        return capacity.value
+    want = requested
     if policy is None:
         return want
-    valid_range = policy.get("validRange")
-    if isinstance(valid_range, Mapping) and valid_range.get("min") is not None:
-        low = _q(valid_range["min"])
+    valid_range = policy.valid_range
+    if valid_range is not None and valid_range.min is not None:
+        low = valid_range.min
         if want < low:
             return low
-        if valid_range.get("step") is None:
+        if valid_range.step is None:
             return want
-        step = _q(valid_range["step"])
+        step = valid_range.step
         if step <= 0:
             return want
         n = -((-(want - low)) // step)
         return low + step * n
-    valid_values = policy.get("validValues")
-    if valid_values:
-        for v in valid_values:
-            if want <= _q(v):
-                return _q(v)
+    for v in policy.valid_values:
+        if want <= v:
+            return v
     return want
 
 
-def _violates_policy(amount: Fraction, capacity: Raw) -> bool:
-    policy = capacity.get("requestPolicy")
-    if not isinstance(policy, Mapping):
+def _violates_policy(amount: Fraction, capacity: DeviceCapacity) -> bool:
+    policy = capacity.request_policy
+    if policy is None:
         return False
-    if policy.get("default") is not None and amount == _q(policy["default"]):
+    if policy.default is not None and amount == policy.default:
         return False
-    valid_range = policy.get("validRange")
-    if isinstance(valid_range, Mapping):
-        if valid_range.get("max") is not None and amount > _q(valid_range["max"]):
+    valid_range = policy.valid_range
+    if valid_range is not None:
+        if valid_range.max is not None and amount > valid_range.max:
             return True
-        if valid_range.get("step") is not None and valid_range.get("min") is not None:
-            step = _q(valid_range["step"])
-            return step > 0 and ((amount - _q(valid_range["min"])) / step).denominator != 1
+        if valid_range.step is not None and valid_range.min is not None:
+            step = valid_range.step
+            return step > 0 and ((amount - valid_range.min) / step).denominator != 1
         return False
-    valid_values = policy.get("validValues")
-    if valid_values:
-        return all(amount != _q(v) for v in valid_values)
+    if policy.valid_values:
+        return all(amount != v for v in policy.valid_values)
     return False
 
 
-def _consumed_capacity(requests: Mapping[str, Any] | None, capacities: Raw) -> dict[str, Fraction]:
-    return {
-        str(n): _consumed_for((requests or {}).get(n), c)
-        for n, c in capacities.items()
-        if isinstance(c, Mapping)
-    }
+def _consumed_capacity(
+    requests: Mapping[str, Fraction] | None, capacities: Mapping[str, DeviceCapacity]
+) -> dict[str, Fraction]:
+    return {n: _consumed_for((requests or {}).get(n), c) for n, c in capacities.items()}
 
 
 def _fits_capacity(
     current: Mapping[str, Fraction],
-    requests: Mapping[str, Any] | None,
-    device: Raw,
+    requests: Mapping[str, Fraction] | None,
+    device: Device,
     allocating: Mapping[str, Fraction] | None,
 ) -> bool:
-    capacities = device.get("capacity") or {}
+    capacities = device.capacity
     if requests and any(name not in capacities for name in requests):
         return False
     consumed = _consumed_capacity(requests, capacities)
     for name, cap in capacities.items():
-        amount = consumed.get(str(name), Fraction(0))
+        amount = consumed.get(name, Fraction(0))
         if amount < 0 or _violates_policy(amount, cap):
             return False
-        total = current.get(str(name), Fraction(0)) + amount + (allocating or {}).get(str(name), Fraction(0))
-        if total > _q(cap.get("value", 0)):
+        total = current.get(name, Fraction(0)) + amount + (allocating or {}).get(name, Fraction(0))
+        if total > cap.value:
             return False
     return True
 
@@ -294,8 +264,8 @@ class Allocator:
         self,
         features: Features,
         allocated_state: AllocatedState,
-        classes: Mapping[str, Raw],
-        slices: Iterable[Raw],
+        classes: Mapping[str, DeviceClass],
+        slices: Iterable[ResourceSlice],
         cel_cache: CelCache,
         pool_cache: PoolCache | None = None,
     ) -> None:
@@ -304,18 +274,17 @@ class Allocator:
         self.allocated_state = allocated_state
         self.classes = classes
         self.cel_cache = cel_cache
-        self.all_slices: list[Raw] = list(slices)
-        self.slices_on_node: dict[str, list[Raw]] = {}
-        self.slices_shared: list[Raw] = []
+        self.all_slices: list[ResourceSlice] = list(slices)
+        self.slices_on_node: dict[str, list[ResourceSlice]] = {}
+        self.slices_shared: list[ResourceSlice] = []
         for s in self.all_slices:
-            node_name = (s.get("spec") or {}).get("nodeName")
-            if node_name:
-                self.slices_on_node.setdefault(str(node_name), []).append(s)
+            if s.node_name:
+                self.slices_on_node.setdefault(s.node_name, []).append(s)
             else:
                 self.slices_shared.append(s)
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
 
-    def allocate(self, node: Node, claims: Sequence[Raw]) -> list[dict[str, Any]] | None:
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> list[AllocationResult] | None:
         run = _Run(self, node, claims)
         return run.allocate()
 
@@ -326,22 +295,16 @@ class Allocator:
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
         for group in (pool.slices_targeting_node, pool.slices_not_targeting_node):
             for s in group:
-                spec = s.get("spec") or {}
-                for d in spec.get("devices") or ():
-                    device_id = (
-                        str(spec.get("driver", "")),
-                        str((spec.get("pool") or {}).get("name", "")),
-                        str(d.get("name", "")),
-                    )
-                    if not self.allocated_state.is_allocated(device_id):
+                for d in s.devices:
+                    if not self.allocated_state.is_allocated((s.driver, s.pool.name, d.name)):
                         continue
-                    for consumption in d.get("consumesCounters") or ():
-                        counters = available.get(str(consumption.get("counterSet", "")))
+                    for consumption in d.consumes_counters:
+                        counters = available.get(consumption.counter_set)
                         if counters is None:
                             continue
-                        for cname, c in (consumption.get("counters") or {}).items():
+                        for cname, amount in consumption.counters.items():
                             if cname in counters:
-                                counters[cname] -= _q((c or {}).get("value", 0))
+                                counters[cname] -= amount
         self._available_counters[pool.id] = available
         return available
 
@@ -349,7 +312,7 @@ class Allocator:
 class _Run:
     """One ``Allocate`` call: the search state for one node and one pod's claims."""
 
-    def __init__(self, owner: Allocator, node: Node, claims: Sequence[Raw]) -> None:
+    def __init__(self, owner: Allocator, node: Node, claims: Sequence[ResourceClaim]) -> None:
         self.a = owner
         self.features = owner.features
         self.node = node
@@ -366,7 +329,7 @@ class _Run:
 
     # -- setup --
 
-    def allocate(self) -> list[dict[str, Any]] | None:
+    def allocate(self) -> list[AllocationResult] | None:
         slices = self.a.slices_on_node.get(self.node.name, []) + self.a.slices_shared
         try:
             self.pools = self.a.pool_cache.get(slices, self.node, self.features, self.a.all_slices)
@@ -387,12 +350,12 @@ class _Run:
             return None
         return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
 
-    def _prepare_claim(self, ci: int, claim: Raw) -> None:
-        devices = ((claim.get("spec") or {}).get("devices")) or {}
+    def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
+        spec = claim.spec
         min_devices = 0
-        for ri, request in enumerate(devices.get("requests") or ()):
-            name = str(request.get("name", ""))
-            subs = request.get("firstAvailable") or []
+        for ri, request in enumerate(spec.requests):
+            name = request.name
+            subs = request.first_available
             if subs and not self.features.prioritized_list:
                 raise AllocationError(
                     f"claim {_kobj(claim)}, request {name}: has subrequests, "
@@ -401,12 +364,12 @@ class _Run:
             if subs:
                 per_request = sys.maxsize
                 for si, sub in enumerate(subs):
-                    data = self._validate(ci, claim, _Request(sub, str(sub.get("name", "")), name), ri, si)
+                    data = self._validate(ci, claim, _Request(sub, name), ri, si)
                     self.requests[(ci, ri, si)] = data
                     per_request = min(per_request, data.num_devices)
             else:
-                exactly = request.get("exactly") or {}
-                data = self._validate(ci, claim, _Request(exactly, name), ri, 0)
+                exactly = request.exactly or DeviceSubRequest(name, "")
+                data = self._validate(ci, claim, _Request(exactly), ri, 0)
                 self.requests[(ci, ri, 0)] = data
                 per_request = data.num_devices
             if per_request > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
@@ -417,26 +380,25 @@ class _Run:
                 )
             min_devices += per_request
         constraints: list[_Constraint] = []
-        for i, c in enumerate(devices.get("constraints") or ()):
-            requests = [str(r) for r in c.get("requests") or ()]
-            if c.get("matchAttribute"):
-                constraints.append(_Constraint(requests, str(c["matchAttribute"]), False))
-            elif c.get("distinctAttribute"):
-                constraints.append(_Constraint(requests, str(c["distinctAttribute"]), True))
+        for i, c in enumerate(spec.constraints):
+            if c.match_attribute:
+                constraints.append(_Constraint(c.requests, c.match_attribute, False))
+            elif c.distinct_attribute:
+                constraints.append(_Constraint(c.requests, c.distinct_attribute, True))
             else:
                 raise AllocationError(
                     f"claim {_kobj(claim)}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 )
         self.constraints.append(constraints)
 
-    def _validate(self, ci: int, claim: Raw, req: _Request, ri: int, si: int) -> _Request:
+    def _validate(self, ci: int, claim: ResourceClaim, req: _Request, ri: int, si: int) -> _Request:
         where = f"claim {_kobj(claim)}, request {req.name}"
-        if req.raw.get("derivedAttributes"):
+        if req.spec.derived_attributes:
             raise AllocationError(
                 f"{where}: cannot handle request with derived attributes, the feature is disabled"
             )
         for i, selector in enumerate(req.selectors):
-            if not isinstance(selector.get("cel"), Mapping):
+            if selector.expression is None:
                 raise AllocationError(
                     f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)"
                 )
@@ -483,55 +445,41 @@ class _Run:
             raise AllocationError(f"{where}: unsupported count mode {req.mode}")
         return req
 
-    def _slice_devices(self, slice_: Raw, pool: Pool) -> list[_Device]:
+    def _slice_devices(self, slice_: ResourceSlice, pool: Pool) -> list[_Device]:
         """The slice's devices, made once per allocation: the search walks them at every level."""
         found = self.devices.get(id(slice_))
         if found is None:
             found = self.devices[id(slice_)] = self._make_devices(slice_, pool)
         return found
 
-    def _make_devices(self, slice_: Raw, pool: Pool) -> list[_Device]:
-        return [
-            _Device((pool.driver, pool.pool, str(d.get("name", ""))), d, slice_, pool)
-            for d in (slice_.get("spec") or {}).get("devices") or ()
-            if isinstance(d, Mapping)
-        ]
+    def _make_devices(self, slice_: ResourceSlice, pool: Pool) -> list[_Device]:
+        return [_Device((pool.driver, pool.pool, d.name), d, slice_, pool) for d in slice_.devices]
 
     # -- matching --
 
     def _selectable(self, ci: int, ri: int, si: int, req: _Request, device: _Device) -> bool:
         raw = device.raw
-        if not self.features.device_binding_and_status and raw.get("bindingConditions"):
+        if not self.features.device_binding_and_status and raw.binding_conditions:
             return False
         key = (device.id, ci, ri, si)
         found = self.matches.get(key)
         if found is not None:
             return found
         result = self._selectors_match(
-            ci, device, req.class_, ((req.class_ or {}).get("spec") or {}).get("selectors") or ()
+            ci, device, req.class_, req.class_.selectors if req.class_ is not None else ()
         ) and self._selectors_match(ci, device, None, req.selectors)
-        if result and (device.slice.get("spec") or {}).get("perDeviceNodeSelection"):
-            try:
-                result = node_matches(
-                    self.node,
-                    str(raw.get("nodeName") or ""),
-                    bool(raw.get("allNodes")),
-                    raw.get("nodeSelector"),
-                )
-            except ValueError as exc:
-                raise AllocationError(str(exc)) from None
+        if result and device.slice.per_device_node_selection:
+            result = node_matches(self.node, raw.node_name, raw.all_nodes, raw.node_selector)
         self.matches[key] = result
         return result
 
     def _selectors_match(
-        self, ci: int, device: _Device, class_: Raw | None, selectors: Iterable[Raw]
+        self, ci: int, device: _Device, class_: DeviceClass | None, selectors: Iterable[DeviceSelector]
     ) -> bool:
         for i, selector in enumerate(selectors):
-            expression = str((selector.get("cel") or {}).get("expression", ""))
+            expression = selector.expression or ""
             where = (
-                f"class {(class_.get('metadata') or {}).get('name', '')}"
-                if class_ is not None
-                else f"claim {_kobj(self.claims[ci])}"
+                f"class {class_.metadata.name}" if class_ is not None else f"claim {_kobj(self.claims[ci])}"
             )
             compiled = self.a.cel_cache.get_or_compile(expression)
             if compiled.error is not None:
@@ -564,10 +512,7 @@ class _Run:
             current is None
             and req.capacity_requests is None
             and device.id not in self.allocating_capacity
-            and not any(
-                isinstance(c, Mapping) and "requestPolicy" in c
-                for c in (device.raw.get("capacity") or {}).values()
-            )
+            and not any(c.request_policy is not None for c in device.raw.capacity.values())
         ):
             # Nothing requested and nothing consumed: what is taken is each capacity's whole value,
             # which fits.
@@ -590,10 +535,10 @@ class _Run:
         return True
 
     def _add_counters(self, device: _Device, consumed: dict[str, dict[str, Fraction]], sign: int) -> None:
-        for consumption in device.raw.get("consumesCounters") or ():
-            target = consumed.setdefault(str(consumption.get("counterSet", "")), {})
-            for cname, c in (consumption.get("counters") or {}).items():
-                target[cname] = target.get(cname, Fraction(0)) + sign * _q((c or {}).get("value", 0))
+        for consumption in device.raw.consumes_counters:
+            target = consumed.setdefault(consumption.counter_set, {})
+            for cname, amount in consumption.counters.items():
+                target[cname] = target.get(cname, Fraction(0)) + sign * amount
 
     # -- the search --
 
@@ -602,9 +547,7 @@ class _Run:
     ) -> bool:
         if ci >= len(self.claims):
             return True
-        claim = self.claims[ci]
-        requests = (((claim.get("spec") or {}).get("devices")) or {}).get("requests") or ()
-        if ri >= len(requests):
+        if ri >= len(self.claims[ci].spec.requests):
             try:
                 return self._allocate_one(ci + 1, 0, 0, 0, False, (0, 0, 0))
             except _MaxSizeExceeded:
@@ -684,12 +627,12 @@ class _Run:
 
     def _allocate_device(self, ci: int, ri: int, si: int, req: _Request, device: _Device, must: bool) -> Any:
         """Tentatively take the device; return an undo callable, or None when it cannot be taken."""
-        multi = self.features.consumable_capacity and bool(device.raw.get("allowMultipleAllocations"))
+        multi = self.features.consumable_capacity and device.raw.allow_multiple_allocations
         if not multi and req.admin_access and ci in self.allocating.get(device.id, ()):
             return None
         if not req.admin_access and self._in_use(device.id):
             return None
-        counters = device.raw.get("consumesCounters")
+        counters = device.raw.consumes_counters
         if not self.features.partitionable_devices and counters:
             return None
         undo_steps: list[Any] = []
@@ -729,9 +672,7 @@ class _Run:
                 undo()
                 return None
             if multi:
-                consumed_capacity = _consumed_capacity(
-                    req.capacity_requests, device.raw.get("capacity") or {}
-                )
+                consumed_capacity = _consumed_capacity(req.capacity_requests, device.raw.capacity)
                 share_id = str(uuid.uuid4())
                 existed = device.id in self.allocating_capacity
                 total = self.allocating_capacity.setdefault(device.id, {})
@@ -754,120 +695,98 @@ class _Run:
 
     # -- the result --
 
-    def _result(self, ci: int, claim: Raw) -> dict[str, Any]:
-        devices = ((claim.get("spec") or {}).get("devices")) or {}
-        out_results: list[dict[str, Any]] = []
-        for r in self.results[ci]:
-            item: dict[str, Any] = {
-                "request": r.request.full_name,
-                "driver": r.device.id[0],
-                "pool": r.device.id[1],
-                "device": r.device.id[2],
-            }
-            if r.request.admin_access:
-                item["adminAccess"] = True
-            if r.request.tolerations:
-                item["tolerations"] = [dict(t) for t in r.request.tolerations]
-            if self.features.device_binding_and_status:
-                if r.device.raw.get("bindingConditions"):
-                    item["bindingConditions"] = list(r.device.raw["bindingConditions"])
-                if r.device.raw.get("bindingFailureConditions"):
-                    item["bindingFailureConditions"] = list(r.device.raw["bindingFailureConditions"])
-            if r.share_id is not None:
-                item["shareID"] = r.share_id
-            if r.consumed:
-                item["consumedCapacity"] = {k: _format_quantity(v) for k, v in r.consumed.items()}
-            out_results.append(item)
+    def _result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
+        spec = claim.spec
+        binding = self.features.device_binding_and_status
+        results = tuple(
+            DeviceRequestAllocationResult(
+                request=r.request.full_name,
+                driver=r.device.id[0],
+                pool=r.device.id[1],
+                device=r.device.id[2],
+                admin_access=r.request.admin_access,
+                tolerations=r.request.spec.tolerations,
+                binding_conditions=r.device.raw.binding_conditions if binding else (),
+                binding_failure_conditions=r.device.raw.binding_failure_conditions if binding else (),
+                share_id=r.share_id,
+                consumed_capacity=r.consumed or {},
+            )
+            for r in self.results[ci]
+        )
 
-        config: list[dict[str, Any]] = []
+        # Entries as (source, requests or None for "all of the claim's", opaque).
+        config: list[tuple[str, list[str], Mapping[str, Any] | None]] = []
         class_ranges: dict[str, tuple[int, int]] = {}
-        requests = list(devices.get("requests") or ())
+        requests = spec.requests
         for ri in range(len(requests)):
             req = self.requests[(ci, ri, 0)]
             if req.parent is not None:
                 req = self.requests[(ci, ri, req.selected_sub)]
             if req.class_ is None:
                 continue
-            cname = str((req.class_.get("metadata") or {}).get("name", ""))
+            cname = req.class_.metadata.name
             if cname in class_ranges:
                 lo, hi = class_ranges[cname]
                 for i in range(lo, hi):
-                    config[i]["requests"].append(req.full_name)
+                    config[i][1].append(req.full_name)
                 continue
             lo = len(config)
-            for c in ((req.class_.get("spec") or {}).get("config")) or ():
-                entry = {"source": "FromClass", "requests": [req.full_name]}
-                entry.update({k: v for k, v in c.items() if k != "requests"})
-                config.append(entry)
+            for opaque in req.class_.config:
+                config.append(("FromClass", [req.full_name], opaque))
             class_ranges[cname] = (lo, len(config))
-        for c in devices.get("config") or ():
-            wanted = list(c.get("requests") or ())
-            body = {k: v for k, v in c.items() if k != "requests"}
+        for c in spec.config:
+            wanted = list(c.requests)
             if not wanted:
-                config.append({"source": "FromClaim", **body})
+                config.append(("FromClaim", [], c.opaque))
                 continue
             for ri, request in enumerate(requests):
-                if request.get("name") in wanted:
-                    config.append({"source": "FromClaim", "requests": wanted, **body})
+                if request.name in wanted:
+                    config.append(("FromClaim", wanted, c.opaque))
                     break
                 req = self.requests[(ci, ri, 0)]
                 if req.parent is None:
                     continue
                 chosen = self.requests[(ci, ri, req.selected_sub)]
                 if chosen.full_name in wanted:
-                    config.append({"source": "FromClaim", "requests": wanted, **body})
+                    config.append(("FromClaim", wanted, c.opaque))
                     break
-        for entry in config:
-            listed = entry.get("requests")
-            if not listed:
+        out_config: list[AllocationConfiguration] = []
+        for source, listed, opaque in config:
+            if listed and self._covers_all(ci, listed):
+                listed = []
+            out_config.append(AllocationConfiguration(source, tuple(listed), opaque))
+        return AllocationResult(results, tuple(out_config), self._node_selector(self.results[ci]))
+
+    def _covers_all(self, ci: int, listed: Sequence[str]) -> bool:
+        for ri, request in enumerate(self.claims[ci].spec.requests):
+            if request.name in listed:
                 continue
-            covers_all = True
-            for ri, request in enumerate(requests):
-                if request.get("name") in listed:
-                    continue
-                req = self.requests[(ci, ri, 0)]
-                if req.parent is not None and self.requests[(ci, ri, req.selected_sub)].full_name in listed:
-                    continue
-                covers_all = False
-                break
-            if covers_all:
-                del entry["requests"]
+            req = self.requests[(ci, ri, 0)]
+            if req.parent is not None and self.requests[(ci, ri, req.selected_sub)].full_name in listed:
+                continue
+            return False
+        return True
 
-        allocation: dict[str, Any] = {"devices": {"results": out_results}}
-        if config:
-            allocation["devices"]["config"] = config
-        selector = self._node_selector(self.results[ci])
-        if selector is not None:
-            allocation["nodeSelector"] = selector
-        return allocation
-
-    def _node_selector(self, results: list[_Result]) -> dict[str, Any] | None:
-        fields: list[Raw] = []
-        expressions: list[Raw] = []
+    def _node_selector(self, results: list[_Result]) -> NodeSelector | None:
+        fields: list[NodeSelectorRequirement] = []
+        expressions: list[NodeSelectorRequirement] = []
         for r in results:
-            spec = r.device.slice.get("spec") or {}
-            if spec.get("perDeviceNodeSelection"):
-                node_name, selector = r.device.raw.get("nodeName"), r.device.raw.get("nodeSelector")
+            slice_, device = r.device.slice, r.device.raw
+            if slice_.per_device_node_selection:
+                node_name, selector = device.node_name, device.node_selector
             else:
-                node_name, selector = spec.get("nodeName"), spec.get("nodeSelector")
-            if node_name or r.device.raw.get("bindsToNode"):
-                return {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [self.node.name]}
-                            ]
-                        }
-                    ]
-                }
-            if isinstance(selector, Mapping):
-                terms = selector.get("nodeSelectorTerms") or []
+                node_name, selector = slice_.node_name, slice_.node_selector
+            if node_name or device.binds_to_node:
+                name = NodeSelectorRequirement("metadata.name", "In", (self.node.name,))
+                return NodeSelector((NodeSelectorTerm(match_fields=(name,)),))
+            if selector is not None:
+                terms = selector.terms
                 if len(terms) == 1:
                     for src, dst in (
-                        (terms[0].get("matchFields"), fields),
-                        (terms[0].get("matchExpressions"), expressions),
+                        (terms[0].match_fields, fields),
+                        (terms[0].match_expressions, expressions),
                     ):
-                        for requirement in src or ():
+                        for requirement in src:
                             if requirement not in dst:
                                 dst.append(requirement)
                 elif len(terms) > 1:
@@ -877,9 +796,4 @@ class _Run:
                     )
         if not fields and not expressions:
             return None
-        term: dict[str, Any] = {}
-        if expressions:
-            term["matchExpressions"] = [dict(e) for e in expressions]
-        if fields:
-            term["matchFields"] = [dict(f) for f in fields]
-        return {"nodeSelectorTerms": [term]}
+        return NodeSelector((NodeSelectorTerm(tuple(expressions), tuple(fields)),))

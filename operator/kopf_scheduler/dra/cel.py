@@ -20,12 +20,12 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from cel_expr_python import cel
 
 from kopf_scheduler.api.quantity import QuantityError, ceil_milli, parse_quantity
+from kopf_scheduler.api.resource import Device
 
 __all__ = ["CelCache", "CelError", "Compiled", "device_data"]
 
@@ -164,7 +164,7 @@ class CelCache:
     """Compile-once cache of selector expressions, and what they said of each device; shared by all
     allocators of a scheduler.
 
-    A selector's result depends on the expression and the device alone, and a device's dict is
+    A selector's result depends on the expression and the device alone, and a device's view is
     replaced (by the informer) whenever its ResourceSlice changes, so results are kept per
     (device identity, expression): a pod's Filter then evaluates CEL only for devices it has not
     seen before.
@@ -177,11 +177,11 @@ class CelCache:
         self._compiled: dict[str, Compiled] = {}
         self._max = max_size
         self._lock = threading.Lock()
-        self._data: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
-        self._results: dict[tuple[int, str], tuple[Mapping[str, Any], bool]] = {}
+        self._data: dict[int, tuple[Device, dict[str, Any]]] = {}
+        self._results: dict[tuple[int, str], tuple[Device, bool]] = {}
         self._max_devices = max_devices
 
-    def device_data(self, driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
+    def device_data(self, driver: str, device: Device) -> dict[str, Any]:
         found = self._data.get(id(device))
         if found is not None and found[0] is device:
             return found[1]
@@ -191,9 +191,7 @@ class CelCache:
         self._data[id(device)] = (device, data)
         return data
 
-    def device_matches(
-        self, compiled: Compiled, expression: str, driver: str, device: Mapping[str, Any]
-    ) -> bool:
+    def device_matches(self, compiled: Compiled, expression: str, driver: str, device: Device) -> bool:
         """``compiled.matches`` on the device, remembered; raises CelError (not remembered)."""
         key = (id(device), expression)
         found = self._results.get(key)
@@ -233,37 +231,19 @@ def _split(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-def device_data(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``device`` variable for one device of a ResourceSlice (raw API form)."""
+def device_data(driver: str, device: Device) -> dict[str, Any]:
+    """The ``device`` variable for one device of a ResourceSlice."""
     attributes: dict[str, dict[str, Any]] = {}
-    for name, attr in (device.get("attributes") or {}).items():
-        if not isinstance(attr, Mapping):
-            continue
-        domain, ident = _split(str(name), driver)
-        if "int" in attr:
-            value: Any = int(attr["int"])
-        elif "bool" in attr:
-            value = bool(attr["bool"])
-        elif "string" in attr:
-            value = str(attr["string"])
-        elif "version" in attr:
-            value = str(attr["version"])
-        else:
-            continue
-        attributes.setdefault(domain, {})[ident] = value
+    for name, attr in device.attributes.items():
+        domain, ident = _split(name, driver)
+        attributes.setdefault(domain, {})[ident] = attr.value
     capacity: dict[str, dict[str, int]] = {}
-    for name, cap in (device.get("capacity") or {}).items():
-        if not isinstance(cap, Mapping):
-            continue
-        domain, ident = _split(str(name), driver)
-        try:
-            amount: Fraction = parse_quantity(cap.get("value", 0))
-        except QuantityError:
-            continue
-        capacity.setdefault(domain, {})[ident] = ceil_milli(amount)
+    for name, cap in device.capacity.items():
+        domain, ident = _split(name, driver)
+        capacity.setdefault(domain, {})[ident] = ceil_milli(cap.value)
     return {
         "driver": driver,
-        "allowMultipleAllocations": bool(device.get("allowMultipleAllocations", False)),
+        "allowMultipleAllocations": device.allow_multiple_allocations,
         "attributes": attributes,
         "capacity": capacity,
     }

@@ -9,13 +9,11 @@ A class is named by ``deviceclass.resource.kubernetes.io/<class>`` always, and b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from kopf_scheduler.api.types import ObjectError, parse_timestamp
+from kopf_scheduler.api.resource import DeviceClass
 
-__all__ = ["DEVICE_CLASS_PREFIX", "EXTENDED_RESOURCES", "ExtendedResources", "is_dra_extended_resource_name"]
+__all__ = ["DEVICE_CLASS_PREFIX", "ExtendedResources", "is_dra_extended_resource_name"]
 
-Raw = Mapping[str, Any]
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
@@ -31,10 +29,10 @@ class ExtendedResources:
     """Resource name -> DeviceClass, recomputed only when a class object changed (identity)."""
 
     def __init__(self) -> None:
-        self._seen: tuple[Raw, ...] = ()
-        self._by_name: dict[str, Raw] = {}
+        self._seen: tuple[DeviceClass, ...] = ()
+        self._by_name: dict[str, DeviceClass] = {}
 
-    def classes(self, classes: Mapping[str, Raw]) -> Mapping[str, Raw]:
+    def classes(self, classes: Mapping[str, DeviceClass]) -> Mapping[str, DeviceClass]:
         current = tuple(classes.values())
         changed = len(current) != len(self._seen) or any(
             a is not b for a, b in zip(current, self._seen, strict=False)
@@ -45,27 +43,17 @@ class ExtendedResources:
         return self._by_name
 
 
-def _resolve(classes: tuple[Raw, ...]) -> dict[str, Raw]:
-    by_name: dict[str, Raw] = {}
+def _resolve(classes: tuple[DeviceClass, ...]) -> dict[str, DeviceClass]:
+    by_name: dict[str, DeviceClass] = {}
     chosen: dict[str, tuple[float, str]] = {}
     for cls in classes:
-        meta = cls.get("metadata") or {}
-        name = str(meta.get("name", ""))
+        name, created = cls.metadata.name, cls.metadata.creation_timestamp
         by_name[DEVICE_CLASS_PREFIX + name] = cls
-        extended = (cls.get("spec") or {}).get("extendedResourceName")
+        extended = cls.extended_resource_name
         if not extended:
             continue
-        try:
-            created = parse_timestamp(meta.get("creationTimestamp"))
-        except ObjectError:
-            created = 0.0
         have = chosen.get(extended)
         if have is None or created > have[0] or (created == have[0] and name < have[1]):
             chosen[extended] = (created, name)
-            by_name[str(extended)] = cls
+            by_name[extended] = cls
     return by_name
-
-
-# The one resolver NodeResourcesFit and DynamicResources (of every profile) share: both ask it about
-# the same DeviceClasses in a cycle, so the mapping is rebuilt once per change of a class, not per plugin.
-EXTENDED_RESOURCES = ExtendedResources()

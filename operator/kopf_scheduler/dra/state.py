@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.resource import AllocationResult, DeviceID, ResourceClaim
 
-__all__ = ["AllocatedState", "DeviceID", "SharedDeviceID", "allocation_results", "gather_allocated_state"]
+__all__ = ["AllocatedState", "DeviceID", "SharedDeviceID", "gather_allocated_state"]
 
-DeviceID = tuple[str, str, str]  # (driver, pool, device)
 SharedDeviceID = tuple[str, str, str, str]  # (driver, pool, device, shareID)
 
 
@@ -28,40 +26,23 @@ class AllocatedState:
             return True
         return any(shared[:3] == device for shared in self.allocated_shared_device_ids)
 
-    def add_allocation(self, allocation: Mapping[str, Any]) -> None:
-        for result in allocation_results(allocation):
-            if result.get("adminAccess"):
+    def add_allocation(self, allocation: AllocationResult) -> None:
+        for result in allocation.results:
+            if result.admin_access:
                 continue  # admin access does not take a device from others
-            device = _device_of(result)
-            share = result.get("shareID")
-            if share:
-                self.allocated_shared_device_ids.add((*device, str(share)))
-                consumed = result.get("consumedCapacity") or {}
-                if isinstance(consumed, Mapping):
-                    total = self.aggregated_capacity.setdefault(device, {})
-                    for name, amount in consumed.items():
-                        try:
-                            total[str(name)] = total.get(str(name), Fraction(0)) + parse_quantity(amount)
-                        except QuantityError:
-                            continue
+            device = result.device_id
+            if result.share_id:
+                self.allocated_shared_device_ids.add((*device, result.share_id))
+                total = self.aggregated_capacity.setdefault(device, {})
+                for name, amount in result.consumed_capacity.items():
+                    total[name] = total.get(name, Fraction(0)) + amount
             else:
                 self.allocated_devices.add(device)
 
 
-def _device_of(result: Mapping[str, Any]) -> DeviceID:
-    return (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
-
-
-def allocation_results(allocation: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    devices = allocation.get("devices") or {}
-    results = devices.get("results") if isinstance(devices, Mapping) else None
-    return [r for r in results or () if isinstance(r, Mapping)]
-
-
-def gather_allocated_state(claims: Iterable[Mapping[str, Any]]) -> AllocatedState:
+def gather_allocated_state(claims: Iterable[ResourceClaim]) -> AllocatedState:
     state = AllocatedState()
     for claim in claims:
-        allocation = (claim.get("status") or {}).get("allocation")
-        if isinstance(allocation, Mapping):
-            state.add_allocation(allocation)
+        if claim.status.allocation is not None:
+            state.add_allocation(claim.status.allocation)
     return state

@@ -7,39 +7,36 @@ selected device; the allocator then treats it like a taint the driver published.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Sequence
+
+from kopf_scheduler.api.resource import Device, DeviceTaintRule, ResourceSlice
 
 __all__ = ["TaintRuleCache", "apply_taint_rules"]
 
-Raw = Mapping[str, Any]
 
-
-def _patch(slice_: Raw, rules: Sequence[Raw]) -> Raw:
-    spec = slice_.get("spec") or {}
-    driver, pool = spec.get("driver"), (spec.get("pool") or {}).get("name")
-    patched: dict[str, Any] | None = None
+def _patch(slice_: ResourceSlice, rules: Sequence[DeviceTaintRule]) -> ResourceSlice:
+    devices: list[Device] | None = None
     for rule in rules:
-        selector = (rule.get("spec") or {}).get("deviceSelector")
-        if not isinstance(selector, Mapping):
+        selector = rule.selector
+        if selector is None:
             continue
-        if selector.get("driver") is not None and selector["driver"] != driver:
+        if selector.driver is not None and selector.driver != slice_.driver:
             continue
-        if selector.get("pool") is not None and selector["pool"] != pool:
+        if selector.pool is not None and selector.pool != slice_.pool.name:
             continue
-        taint = (rule.get("spec") or {}).get("taint") or {}
-        for index, device in enumerate(spec.get("devices") or ()):
-            if selector.get("device") is not None and selector["device"] != device.get("name"):
+        for index, device in enumerate(slice_.devices):
+            if selector.device is not None and selector.device != device.name:
                 continue
-            if patched is None:
-                patched = copy.deepcopy(dict(slice_))
-            target = patched["spec"]["devices"][index]
-            target["taints"] = [*(target.get("taints") or ()), dict(taint)]
-    return patched if patched is not None else slice_
+            if devices is None:
+                devices = list(slice_.devices)
+            devices[index] = dataclasses.replace(devices[index], taints=(*devices[index].taints, rule.taint))
+    return slice_ if devices is None else dataclasses.replace(slice_, devices=tuple(devices))
 
 
-def apply_taint_rules(slices: Sequence[Raw], rules: Sequence[Raw]) -> list[Raw]:
+def apply_taint_rules(
+    slices: Sequence[ResourceSlice], rules: Sequence[DeviceTaintRule]
+) -> list[ResourceSlice]:
     """The slices as the allocator sees them: devices carry the taints of the rules selecting them."""
     if not rules:
         return list(slices)
@@ -51,10 +48,12 @@ class TaintRuleCache:
     the allocator's per-device caches keep working across cycles."""
 
     def __init__(self) -> None:
-        self._rules: tuple[Raw, ...] = ()
-        self._patched: dict[int, tuple[Raw, Raw]] = {}
+        self._rules: tuple[DeviceTaintRule, ...] = ()
+        self._patched: dict[int, tuple[ResourceSlice, ResourceSlice]] = {}
 
-    def slices(self, slices: Sequence[Raw], rules: Sequence[Raw]) -> list[Raw]:
+    def slices(
+        self, slices: Sequence[ResourceSlice], rules: Sequence[DeviceTaintRule]
+    ) -> list[ResourceSlice]:
         if not rules:
             return list(slices)
         if len(rules) != len(self._rules) or any(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
+    from kopf_scheduler.api.resource import ResourceClaim
 
 __all__ = ["ApiError", "ClusterClient", "Conflict", "Fenced", "NotFound", "TransientError"]
 
@@ -103,15 +104,15 @@ class ClusterClient(Protocol):
     # Optimistic concurrency through ``metadata.resourceVersion``, as the reference's Update calls:
     # a stale one raises Conflict, a deleted claim NotFound.
 
-    async def get_resource_claim(self, namespace: str, name: str) -> dict[str, Any]:
+    async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
         """GET the claim (the reference re-reads it after a conflict)."""
         ...
 
-    async def update_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+    async def update_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
         """PUT the claim (metadata: the allocation finalizer); return what the apiserver stored."""
         ...
 
-    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+    async def update_resource_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
         """PUT ``resourceclaims/status`` (allocation, reservedFor); return what was stored."""
         ...
 
@@ -122,7 +123,7 @@ class ClusterClient(Protocol):
 
     # DRAExtendedResource: the claim the scheduler makes for a pod's extended resources.
 
-    async def create_resource_claim(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+    async def create_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
         """POST the claim (``metadata.generateName``); return what was stored (its name)."""
         ...
 

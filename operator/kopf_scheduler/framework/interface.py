@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
+    from kopf_scheduler.dra import DraManager
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.extender import Extender
     from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
@@ -326,6 +327,11 @@ class Handle(Protocol):
     @property
     def pod_groups(self) -> PodGroupManager | None:
         """None in a framework built without one (then no pod is a group member to it)."""
+        ...
+
+    @property
+    def dra(self) -> DraManager:
+        """The DRA manager (claim tracker, CEL and pool caches), shared by every profile."""
         ...
 
     def nominated_pods_for_node(self, node_name: str) -> list[Pod]: ...

@@ -23,6 +23,7 @@ import numpy as np
 
 from kopf_scheduler.config.gotext import format_duration, go_quote
 from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.dra import DraManager
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, signature_of
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.diagnosis import Diagnosis
@@ -292,6 +293,7 @@ class FrameworkServices:
     metrics: MetricsRecorder | None = None
     clock: Callable[[], float] = time.monotonic
     pod_groups: PodGroupManager | None = None
+    dra: DraManager | None = None  # None: each framework makes its own
     opportunistic_batching: bool = True  # the reference's OpportunisticBatching gate (beta, on)
     extenders: tuple[Extender, ...] = ()  # the scheduler's HTTP extenders (its PostFilter asks them)
 
@@ -307,6 +309,7 @@ class FrameworkServices:
             clock=self.clock,
             metrics=self.metrics,
             pod_groups=self.pod_groups,
+            dra=self.dra,
             opportunistic_batching=self.opportunistic_batching,
             extenders=self.extenders,
         )
@@ -328,6 +331,7 @@ class Framework:
         clock: Callable[[], float] = time.monotonic,
         metrics: MetricsRecorder | None = None,
         pod_groups: PodGroupManager | None = None,
+        dra: DraManager | None = None,
         opportunistic_batching: bool = True,
         extenders: Sequence[Extender] = (),
     ) -> None:
@@ -339,6 +343,7 @@ class Framework:
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self._snapshot = snapshot
         self._objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
+        self._dra = dra if dra is not None else DraManager(self._objects)
         self._client = client
         self._nominator = nominator
         self._parallelism = parallelism
@@ -479,6 +484,10 @@ class Framework:
     @property
     def pod_groups(self) -> PodGroupManager | None:
         return self._pod_groups
+
+    @property
+    def dra(self) -> DraManager:
+        return self._dra
 
     def schedules_pod_groups(self) -> bool:
         """Members of a PodGroup go through whole-group cycles: the profile names a

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, Resource
-from kopf_scheduler.dra import EXTENDED_RESOURCES, is_dra_extended_resource_name
+from kopf_scheduler.dra import is_dra_extended_resource_name
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, Handle, SignFragments, Status
 from kopf_scheduler.framework.snapshot import BASE_COLUMNS
@@ -490,10 +491,10 @@ def dra_delegated(handle: Handle | None, request: Resource) -> frozenset[str]:
     those per node, by devices, where the node does not offer them as allocatable."""
     if not request.scalar or handle is None:
         return frozenset()
-    classes = handle.objects.get("DeviceClass")
+    classes = kinds.objects_of(handle.objects, kinds.DEVICE_CLASS)
     if not classes:
         return frozenset()
-    by_name = EXTENDED_RESOURCES.classes(classes)
+    by_name = handle.dra.extended_resources.classes(classes)
     scalar = request.scalar.items()
     return frozenset(n for n, q in scalar if q and is_dra_extended_resource_name(n) and n in by_name)
 

@@ -23,6 +23,7 @@ import numpy as np
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
+from kopf_scheduler.dra import DraManager
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, ScoredNodes
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
@@ -139,6 +140,7 @@ class Scheduler:
         opportunistic_batching: bool = True,
         extenders: Sequence[Extender] = (),
         on_fit_error: FitErrorHook | None = None,
+        dra: DraManager | None = None,
     ) -> None:
         self.cache = cache
         # HTTP extenders (``extenders[]`` of a KubeSchedulerConfiguration), in the reference's
@@ -178,6 +180,8 @@ class Scheduler:
                 nominator=self.nominator,
                 metrics=self.metrics,
                 pod_groups=cache.pod_groups,
+                # One for all profiles, kept when a profile is rebuilt (its claims in flight).
+                dra=dra if dra is not None else DraManager(self.objects),
                 opportunistic_batching=opportunistic_batching,
                 extenders=self.extenders,
             ),

@@ -630,7 +630,8 @@ class Driver:
                 profiles=list(self.sim_profiles),
             )
             if claims:  # as they were before this decision (the setup-time listing is older)
-                inputs.objects["ResourceClaim"] = {k: dict(v) for k, v in claims.items()}
+                parse = kinds.RESOURCE_CLAIM.parse
+                inputs.objects["ResourceClaim"] = {k: parse(v) for k, v in claims.items()}
             with _scores_of(str(meta["name"])) as scores:
                 (result,) = await simulate(inputs, seed=0)
         except (ObjectError, ValueError) as exc:

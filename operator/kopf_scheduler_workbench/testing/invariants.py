@@ -44,6 +44,7 @@ from typing import Any
 
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.podgroup import parse_pod_group
+from kopf_scheduler.api.resource import parse_device_class
 from kopf_scheduler.api.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -331,7 +332,7 @@ def check(
 
     # 2. resources, 3. host ports.
     by_device_class = ExtendedResources().classes(
-        {str((c.get("metadata") or {}).get("name")): c for c in state.device_classes}
+        {c.metadata.name: c for c in map(parse_device_class, state.device_classes)}
     )
     free: dict[str, Resource] = {}
     for name, pods_on in sorted(by_node.items()):

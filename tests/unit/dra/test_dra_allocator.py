@@ -37,6 +37,16 @@ from dra_builders import (
 )
 
 from kopf_scheduler.api.objects import Node
+from kopf_scheduler.api.resource import (
+    DeviceClass,
+    DeviceTaint,
+    ResourceSlice,
+    allocation_to_api,
+    parse_device_class,
+    parse_device_taint_rule,
+    parse_resource_claim,
+    parse_resource_slice,
+)
 from kopf_scheduler.dra import (
     DEFAULT_FEATURES,
     AllocatedState,
@@ -54,22 +64,32 @@ MEM_GE_2GI = f'device.capacity["{DRIVER_A}"].memory.compareTo(quantity("2Gi")) >
 CLASSES = {CLASS_A: device_class(CLASS_A, DRIVER_A), CLASS_B: device_class(CLASS_B, DRIVER_B)}
 
 
+def _slice(s: dict[str, Any] | ResourceSlice) -> ResourceSlice:
+    return s if isinstance(s, ResourceSlice) else parse_resource_slice(s)
+
+
 def node(name: str, region: str) -> Node:
     return Node(name=name, labels={REGION_KEY: region, PLANET_KEY: EARTH})
 
 
 def allocate(
     claims: list[dict[str, Any]],
-    slices: list[dict[str, Any]],
+    slices: list[dict[str, Any]] | list[ResourceSlice],
     at: Node,
     *,
     classes: dict[str, Any] | None = None,
     allocated: set[tuple[str, str, str]] | None = None,
     features: Features = DEFAULT_FEATURES,
 ) -> list[dict[str, Any]] | None:
+    """The allocator on the objects' typed views (parsed here, as the informers parse them); the
+    results as the API takes them (what the reference's table states)."""
     state = AllocatedState(allocated_devices=set(allocated or ()))
-    allocator = Allocator(features, state, CLASSES if classes is None else classes, slices, CEL)
-    return allocator.allocate(at, claims)
+    views: dict[str, DeviceClass] = {
+        n: parse_device_class(c) for n, c in (CLASSES if classes is None else classes).items()
+    }
+    allocator = Allocator(features, state, views, [_slice(s) for s in slices], CEL)
+    got = allocator.allocate(at, [parse_resource_claim(c) for c in claims])
+    return None if got is None else [allocation_to_api(a) for a in got]
 
 
 def partitioned_pool(partitions: int, each: str) -> list[dict[str, Any]]:
@@ -243,7 +263,7 @@ CASES: dict[str, dict[str, Any]] = {
         node=node(NODE1, REGION1),
         error=(
             AllocationError,
-            "claim claim-0, request req-0: missing device class name (unsupported request type?)",
+            "claim default/claim-0, request req-0: missing device class name (unsupported request type?)",
         ),
     ),
     "no-claims-to-allocate": dict(
@@ -264,7 +284,7 @@ CASES: dict[str, dict[str, Any]] = {
         node=node(NODE1, REGION1),
         error=(
             AllocationError,
-            "claim claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 "
+            "claim default/claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 "
             "is currently being updated",
         ),
     ),
@@ -394,7 +414,7 @@ CASES: dict[str, dict[str, Any]] = {
         node=node(NODE1, REGION1),
         error=(
             AllocationError,
-            "claim claim-0, request req-0: admin access is requested, but the feature is disabled",
+            "claim default/claim-0, request req-0: admin access is requested, but the feature is disabled",
         ),
     ),
     "admin-access-enabled": dict(
@@ -521,14 +541,15 @@ CASES: dict[str, dict[str, Any]] = {
         node=node(NODE1, REGION1),
         error=(
             AllocationError,
-            "claim claim-0, request req-0, selector #0: CEL expression empty (unsupported selector type?)",
+            "claim default/claim-0, request req-0, selector #0: "
+            "CEL expression empty (unsupported selector type?)",
         ),
     ),
     "unknown-allocation-mode": dict(
         claims=[claim("claim-0", request(REQ0, CLASS_A, 1, allocationMode="future-mode"))],
         slices=[resource_slice("slice-1", NODE1, POOL1, DRIVER_A)],
         node=node(NODE1, REGION1),
-        error=(AllocationError, "claim claim-0, request req-0: unsupported count mode future-mode"),
+        error=(AllocationError, "claim default/claim-0, request req-0: unsupported count mode future-mode"),
     ),
     "unknown-constraint": dict(
         claims=[claim("claim-0", request(REQ0, CLASS_A), constraints=[{}])],
@@ -536,7 +557,7 @@ CASES: dict[str, dict[str, Any]] = {
         node=node(NODE1, REGION1),
         error=(
             AllocationError,
-            "claim claim-0, constraint #0: empty constraint (unsupported constraint type?)",
+            "claim default/claim-0, constraint #0: empty constraint (unsupported constraint type?)",
         ),
     ),
     "cel-runtime-error": dict(
@@ -545,7 +566,7 @@ CASES: dict[str, dict[str, Any]] = {
         node=node(NODE1, REGION1),
         error=(
             AllocationError,
-            "claim claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error:",
+            "claim default/claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error:",
         ),
     ),
     "cel-unknown-domain-is-empty": dict(
@@ -670,7 +691,7 @@ def test_allocated_state_from_claims_skips_admin_access() -> None:
         {"status": {"allocation": allocation(None, result(REQ0, DRIVER_A, POOL1, "device-2", admin=True))}},
         {"status": {}},
     ]
-    state = gather_allocated_state(claims)
+    state = gather_allocated_state([parse_resource_claim({"metadata": {"name": "c"}, **c}) for c in claims])
     assert state.allocated_devices == {(DRIVER_A, POOL1, "device-1")}
 
 
@@ -732,29 +753,38 @@ def test_selector_cache_compiles_once() -> None:
 def test_device_taint_rules_taint_selected_devices() -> None:
     from kopf_scheduler.dra import TaintRuleCache, apply_taint_rules
 
-    slices = [resource_slice("slice-1", NODE1, POOL1, DRIVER_A, device("device-1"), device("device-2"))]
-    rule = {
+    slices = [
+        parse_resource_slice(
+            resource_slice("slice-1", NODE1, POOL1, DRIVER_A, device("device-1"), device("device-2"))
+        )
+    ]
+    raw_rule: dict[str, Any] = {
         "metadata": {"name": "maintenance"},
         "spec": {
             "deviceSelector": {"driver": DRIVER_A, "pool": POOL1, "device": "device-1"},
             "taint": {"key": "maintenance", "effect": "NoSchedule"},
         },
     }
+    rule = parse_device_taint_rule(raw_rule)
     patched = apply_taint_rules(slices, [rule])
-    assert patched[0]["spec"]["devices"][0]["taints"] == [{"key": "maintenance", "effect": "NoSchedule"}]
-    assert "taints" not in patched[0]["spec"]["devices"][1]
-    assert "taints" not in slices[0]["spec"]["devices"][0]  # the informer's object is untouched
+    assert patched[0].devices[0].taints == (DeviceTaint("maintenance", "", "NoSchedule"),)
+    assert not patched[0].devices[1].taints
+    assert not slices[0].devices[0].taints  # the informer's object is untouched
     # device-1 is tainted: a request for both devices fails, one for a single device gets device-2.
     assert allocate([claim("claim-0", request(REQ0, CLASS_A, 2))], patched, node(NODE1, REGION1)) is None
     got = allocate([claim("claim-0", request(REQ0, CLASS_A))], patched, node(NODE1, REGION1))
     assert got == [allocation(local_selector(NODE1), result(REQ0, DRIVER_A, POOL1, "device-2"))]
     # A rule for another driver selects nothing; a rule without a device selects the whole pool.
-    other = {**rule, "spec": {**rule["spec"], "deviceSelector": {"driver": DRIVER_B}}}
+    other = parse_device_taint_rule(
+        {**raw_rule, "spec": {**raw_rule["spec"], "deviceSelector": {"driver": DRIVER_B}}}
+    )
     assert apply_taint_rules(slices, [other])[0] is slices[0]
-    pool_wide = {**rule, "spec": {**rule["spec"], "deviceSelector": {"pool": POOL1}}}
-    assert all(d.get("taints") for d in apply_taint_rules(slices, [pool_wide])[0]["spec"]["devices"])
+    pool_wide = parse_device_taint_rule(
+        {**raw_rule, "spec": {**raw_rule["spec"], "deviceSelector": {"pool": POOL1}}}
+    )
+    assert all(d.taints for d in apply_taint_rules(slices, [pool_wide])[0].devices)
     # The cache hands out the same patched object until the slice or a rule changes.
     cache = TaintRuleCache()
     first = cache.slices(slices, [rule])
     assert cache.slices(slices, [rule])[0] is first[0]
-    assert cache.slices(slices, [dict(rule)])[0] is not first[0]
+    assert cache.slices(slices, [parse_device_taint_rule(raw_rule)])[0] is not first[0]

@@ -10,11 +10,21 @@ from typing import Any
 import pytest
 from dra_builders import device, device_class, resource_slice
 
+from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import parse_pod
+from kopf_scheduler.api.resource import (
+    ConsumerReference,
+    ResourceClaim,
+    allocation_to_api,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
+from kopf_scheduler.dra import DraManager
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.plugins.dynamic_resources import STATE_KEY, DynamicResources
-from kopf_scheduler.simulate import load_documents, simulate
+from kopf_scheduler.simulate import SimulationError, load_documents, simulate
 
 EX = Path(__file__).resolve().parent.parent.parent / "examples"
 
@@ -39,8 +49,8 @@ def test_gpu_pool_allocates_each_device_once() -> None:
     assert got["infer-b"].node == got["infer-a"].node
     assert got["infer-b"].allocations == got["infer-a"].allocations
     claim = got["objects"]["ResourceClaim"]["default/shared-gpu"]
-    assert {r["name"] for r in claim["status"]["reservedFor"]} == {"infer-a", "infer-b"}
-    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    assert {r.name for r in claim.status.reserved_for} == {"infer-a", "infer-b"}
+    assert "resource.kubernetes.io/delete-protection" in claim.finalizers
     nothing_left = (
         "0/3 nodes are available: 3 cannot allocate all claims. "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
@@ -51,15 +61,17 @@ def test_gpu_pool_allocates_each_device_once() -> None:
 
 def test_allocation_written_as_the_reference_writes_it() -> None:
     got = run(EX / "dra_gpus.yaml")
-    claim = got["objects"]["ResourceClaim"]["default/train-0-gpu"]
-    allocation = claim["status"]["allocation"]
+    claim: ResourceClaim = got["objects"]["ResourceClaim"]["default/train-0-gpu"]
+    assert claim.status.allocation is not None
+    allocation = allocation_to_api(claim.status.allocation)  # what the API is sent
     (result,) = allocation["devices"]["results"]
     assert result["request"] == "gpu" and result["driver"] == "gpu.example.com"
     node = got["train-0"].node
     assert allocation["nodeSelector"] == {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
     }
-    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "train-0", "uid": "uid-train-0"}]
+    assert allocation["allocationTimestamp"]
+    assert claim.status.reserved_for == (ConsumerReference("pods", "train-0", "uid-train-0"),)
 
 
 # --- extension points -----------------------------------------------------------------------------
@@ -69,6 +81,7 @@ class Handle:
     def __init__(self, objects: dict[str, dict[str, Any]], client: MemoryClusterClient) -> None:
         self.objects = objects
         self.client = client
+        self.dra = DraManager(objects)
 
 
 def pod(name: str, claim: str | None = None, template: str | None = None, statuses: Any = None) -> Any:
@@ -102,14 +115,17 @@ def gpu_claim(name: str, **status: Any) -> dict[str, Any]:
 
 
 def world(*claims: dict[str, Any], gpus: int = 1) -> tuple[DynamicResources, dict[str, dict[str, Any]]]:
+    """The plugin over objects stored as the informers store them: typed views."""
     objects: dict[str, dict[str, Any]] = {
-        "DeviceClass": {"gpu": device_class("gpu", "gpu.example.com")},
+        "DeviceClass": {"gpu": parse_device_class(device_class("gpu", "gpu.example.com"))},
         "ResourceSlice": {
-            "s": resource_slice(
-                "s", "node-1", "p", "gpu.example.com", *(device(f"gpu-{i}") for i in range(gpus))
+            "s": parse_resource_slice(
+                resource_slice(
+                    "s", "node-1", "p", "gpu.example.com", *(device(f"gpu-{i}") for i in range(gpus))
+                )
             )
         },
-        "ResourceClaim": {f"default/{c['metadata']['name']}": c for c in claims},
+        "ResourceClaim": {f"default/{c['metadata']['name']}": parse_resource_claim(c) for c in claims},
     }
     plugin = DynamicResources(handle=Handle(objects, MemoryClusterClient(objects=objects)))  # type: ignore[arg-type]
     return plugin, objects
@@ -178,9 +194,10 @@ def test_pre_bind_writes_allocation_and_reservation() -> None:
     plugin.filter(state, p, NodeInfo("node-1"))  # type: ignore[arg-type]
     plugin.reserve(state, p, "node-1")
     assert asyncio.run(plugin.pre_bind(state, p, "node-1")) is None
-    stored = objects["ResourceClaim"]["default/a"]
-    assert stored["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
-    assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": "uid-p1"}]
+    stored: ResourceClaim = objects["ResourceClaim"]["default/a"]
+    assert stored.status.allocation is not None
+    assert stored.status.allocation.results[0].device == "gpu-0"
+    assert stored.status.reserved_for == (ConsumerReference("pods", "p1", "uid-p1"),)
     assert plugin.tracker.get_pending("uid-claim-a") is None  # no longer in flight: written
 
 
@@ -190,10 +207,9 @@ def test_pre_bind_fails_when_claim_was_allocated_elsewhere() -> None:
     plugin.pre_filter(state, p, [])
     plugin.filter(state, p, NodeInfo("node-1"))  # type: ignore[arg-type]
     plugin.reserve(state, p, "node-1")
-    other = copy.deepcopy(objects["ResourceClaim"]["default/a"])
-    other["status"] = {"allocation": {"devices": {"results": []}}}
+    other = gpu_claim("a", allocation={"devices": {"results": []}})
     other["metadata"]["resourceVersion"] = "7"
-    objects["ResourceClaim"]["default/a"] = other  # someone else won the race
+    objects["ResourceClaim"]["default/a"] = parse_resource_claim(other)  # someone else won the race
     status = asyncio.run(plugin.pre_bind(state, p, "node-1"))
     assert status is not None and status.code == Code.ERROR
     assert "claim default/a got allocated elsewhere in the meantime" in status.message
@@ -226,7 +242,7 @@ def test_post_filter_deallocates_a_claim_unusable_everywhere() -> None:
     post = asyncio.run(go())
     assert post is not None and post.code == Code.UNSCHEDULABLE
     assert post.message == "deallocation of ResourceClaim completed"
-    assert "allocation" not in objects["ResourceClaim"]["default/a"]["status"]
+    assert objects["ResourceClaim"]["default/a"].status.allocation is None
 
 
 def test_pods_without_claims_skip() -> None:
@@ -276,7 +292,9 @@ def test_allocation_stops_once_enough_nodes_are_feasible(monkeypatch: pytest.Mon
 def _bc_world() -> tuple[DynamicResources, dict[str, dict[str, Any]]]:
     plugin, objects = world(gpu_claim("a"))
     dev = device("gpu-0", bindingConditions=["attached"], bindingFailureConditions=["failed"])
-    objects["ResourceSlice"] = {"s": resource_slice("s", "node-1", "p", "gpu.example.com", dev)}
+    objects["ResourceSlice"] = {
+        "s": parse_resource_slice(resource_slice("s", "node-1", "p", "gpu.example.com", dev))
+    }
     plugin.poll_interval = 0.01
     return plugin, objects
 
@@ -291,21 +309,26 @@ def _bind_with_driver(plugin: DynamicResources, objects: dict[str, Any], conditi
         task = asyncio.ensure_future(plugin.pre_bind(state, p, "node-1"))
         for _ in range(200):  # the driver sees the allocation, then reports on the device
             await asyncio.sleep(0.01)
-            stored = objects["ResourceClaim"]["default/a"]
-            if (stored.get("status") or {}).get("allocation"):
+            if objects["ResourceClaim"]["default/a"].status.allocation is not None:
                 break
         if condition is not None:
-            stored = copy.deepcopy(objects["ResourceClaim"]["default/a"])
-            stored["status"]["devices"] = [
-                {
-                    "driver": "gpu.example.com",
-                    "pool": "p",
-                    "device": "gpu-0",
-                    "conditions": [{"type": condition, "status": "True"}],
-                }
-            ]
-            stored["metadata"]["resourceVersion"] = "999"
-            objects["ResourceClaim"]["default/a"] = stored
+            stored: ResourceClaim = objects["ResourceClaim"]["default/a"]
+            assert stored.status.allocation is not None
+            raw = copy.deepcopy(dict(stored.raw))
+            raw["status"] = {
+                "allocation": allocation_to_api(stored.status.allocation),
+                "reservedFor": [r.to_api() for r in stored.status.reserved_for],
+                "devices": [
+                    {
+                        "driver": "gpu.example.com",
+                        "pool": "p",
+                        "device": "gpu-0",
+                        "conditions": [{"type": condition, "status": "True"}],
+                    }
+                ],
+            }
+            raw["metadata"]["resourceVersion"] = "999"
+            objects["ResourceClaim"]["default/a"] = parse_resource_claim(raw)  # the driver's write
         return await task
 
     return asyncio.run(go())
@@ -314,8 +337,8 @@ def _bind_with_driver(plugin: DynamicResources, objects: dict[str, Any], conditi
 def test_pre_bind_waits_for_binding_conditions() -> None:
     plugin, objects = _bc_world()
     assert _bind_with_driver(plugin, objects, "attached") is None
-    result = objects["ResourceClaim"]["default/a"]["status"]["allocation"]["devices"]["results"][0]
-    assert result["bindingConditions"] == ["attached"]
+    result = objects["ResourceClaim"]["default/a"].status.allocation.results[0]
+    assert result.binding_conditions == ("attached",)
 
 
 def test_pre_bind_fails_on_binding_failure_condition_and_times_out() -> None:
@@ -328,25 +351,42 @@ def test_pre_bind_fails_on_binding_failure_condition_and_times_out() -> None:
     assert status is not None and status.message == "device binding timeout"
 
 
-def test_malformed_dra_objects_fail_their_pods_not_the_scheduler() -> None:
-    """Inputs the apiserver would refuse (simulate reads files): the pods using them get an error,
-    the others are scheduled."""
+@pytest.mark.parametrize(
+    "kind,name,breaks,where",
+    [
+        (
+            "ResourceClaim",
+            "shared-gpu",
+            ("spec", "devices", "requests", 0, "exactly", "count"),
+            "exactly.count",
+        ),
+        ("ResourceSlice", "node-b-gpus", ("spec", "devices"), "spec.devices"),
+        (
+            "ResourceSlice",
+            "node-a-gpus",
+            ("spec", "devices", 0, "capacity", "memory", "value"),
+            "memory.value",
+        ),
+    ],
+)
+def test_malformed_dra_objects_are_the_inputs_error(
+    kind: str, name: str, breaks: tuple[Any, ...], where: str
+) -> None:
+    """Objects the apiserver would refuse are refused when read, naming the document and the field
+    (the informers log and skip them): no pod meets them half-parsed."""
     import yaml
 
     from kopf_scheduler.simulate import documents_to_inputs
 
     docs = [d for d in yaml.safe_load_all((EX / "dra_gpus.yaml").read_text()) if d]
-    for d in docs:
-        if d["kind"] == "ResourceClaim":
-            d["spec"]["devices"]["requests"][0]["exactly"]["count"] = "lots"
-        if d["kind"] == "ResourceSlice" and d["metadata"]["name"] == "node-b-gpus":
-            d["spec"]["devices"] = "oops"
-    inputs = documents_to_inputs([(str(i), d) for i, d in enumerate(docs)])
-    got = {o.name: o for o in asyncio.run(simulate(inputs, 1))}
-    for name in ("infer-a", "infer-b"):  # the shared claim is the malformed one
-        assert got[name].node == ""
-        assert "malformed DRA object: ValueError" in got[name].message
-    assert got["train-0"].node == got["train-1"].node == "node-a"  # node-b's slice is unreadable
+    (doc,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    target = doc
+    for step in breaks[:-1]:
+        target = target[step]
+    target[breaks[-1]] = "lots" if breaks[-1] != "devices" else "oops"
+    with pytest.raises(SimulationError) as info:
+        documents_to_inputs([(str(i), d) for i, d in enumerate(docs)])
+    assert f"({kind} {name})" in str(info.value) and where in str(info.value)
 
 
 def test_extended_resource_through_a_device_class() -> None:
@@ -371,21 +411,22 @@ def test_extended_resource_through_a_device_class() -> None:
     assert status["requestMappings"] == [
         {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
     ]
-    claim = inputs.objects["ResourceClaim"][f"default/{status['resourceClaimName']}"]
-    assert claim["metadata"]["generateName"] == "on-dra-extended-resources-"
-    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
-    assert claim["metadata"]["ownerReferences"][0]["uid"] == "uid-on-dra"
-    assert claim["spec"]["devices"]["requests"] == [
-        {
-            "name": "container-0-request-0",
-            "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 2},
-        }
+    claim: ResourceClaim = kinds.objects_of(inputs.objects, kinds.RESOURCE_CLAIM)[
+        f"default/{status['resourceClaimName']}"
     ]
-    assert sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"]) == [
-        "gpu-0",
-        "gpu-1",
-    ]
-    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "on-dra", "uid": "uid-on-dra"}]
+    assert claim.generate_name == "on-dra-extended-resources-"
+    assert claim.metadata.annotations == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert claim.metadata.owner_references[0].uid == "uid-on-dra"
+    (request,) = claim.spec.requests
+    assert request.name == "container-0-request-0" and request.exactly is not None
+    assert (request.exactly.device_class_name, request.exactly.allocation_mode, request.exactly.count) == (
+        "gpu.example.com",
+        "ExactCount",
+        2,
+    )
+    assert claim.status.allocation is not None
+    assert sorted(r.device for r in claim.status.allocation.results) == ["gpu-0", "gpu-1"]
+    assert claim.status.reserved_for == (ConsumerReference("pods", "on-dra", "uid-on-dra"),)
     assert got["on-device-plugin"].node == "node-b" and "default/on-device-plugin" not in client_statuses
     assert got["nowhere"].node == ""
     assert got["nowhere"].message.startswith("0/3 nodes are available: 1 cannot allocate all claims, ")
@@ -405,7 +446,7 @@ def test_extended_resource_requests_share_devices_with_init_containers() -> None
             "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", gpu: "2"}}}],
         },
     }
-    by_name = {gpu: {"metadata": {"name": "gpu-class"}}}
+    by_name = {gpu: parse_device_class({"metadata": {"name": "gpu-class"}})}
     requests, mappings = requests_and_mappings(parse_pod(raw), {gpu: 3}, by_name)
     # main asks 2 (its own request); prep's 1 is covered by main's devices (init containers run
     # before it); warm's 3 by main's 2 and a request of its own for 1 more.

@@ -3,22 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.resource import ResourceClaim
 
-__all__ = ["ClaimLookupError", "claim_is_reserved_for", "pod_claim_names", "uid_of"]
-
-Raw = Mapping[str, Any]
+__all__ = ["ClaimLookupError", "check_owner", "pod_claim_names"]
 
 
 class ClaimLookupError(Exception):
     """Why the pod's claims cannot be used yet; ``str()`` is the reference's message."""
-
-
-def uid_of(obj: Raw) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def pod_claim_names(pod: Pod) -> list[tuple[str, str, bool]]:
@@ -45,21 +37,16 @@ def pod_claim_names(pod: Pod) -> list[tuple[str, str, bool]]:
     return out
 
 
-def check_owner(pod: Pod, claim: Raw) -> None:
-    meta = claim.get("metadata") or {}
-    namespace, name = meta.get("namespace") or "default", meta.get("name", "")
+def check_owner(pod: Pod, claim: ResourceClaim) -> None:
+    namespace, name = claim.metadata.namespace, claim.metadata.name
     if namespace != pod.namespace:
         raise ClaimLookupError(
             f"ResourceClaim {namespace}/{name} is not in the same namespace as Pod {pod.namespace}/{pod.name}"
         )
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("uid") == pod.uid:
+    for ref in claim.metadata.owner_references:
+        if ref.controller and ref.uid == pod.uid:
             return
     raise ClaimLookupError(
         f"ResourceClaim {namespace}/{name} was not created for Pod {pod.namespace}/{pod.name} "
         "(Pod is not owner)"
     )
-
-
-def claim_is_reserved_for(claim: Raw, pod_uid: str) -> bool:
-    return any(r.get("uid") == pod_uid for r in (claim.get("status") or {}).get("reservedFor") or ())

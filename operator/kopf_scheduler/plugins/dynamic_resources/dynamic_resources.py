@@ -15,7 +15,7 @@ this engine. Their outcome reaches the queue through the claim's watch events, a
 from __future__ import annotations
 
 import asyncio
-import copy
+import dataclasses
 import logging
 import re
 import time
@@ -26,19 +26,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kopf_scheduler.api.selectors import parse_node_selector
-from kopf_scheduler.api.types import NodeSelector, ObjectError
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.resource import (
+    AllocationResult,
+    ConsumerReference,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimStatus,
+)
+from kopf_scheduler.api.types import NodeSelector
 from kopf_scheduler.config import features as feature_gates
 from kopf_scheduler.dra import (
     DEFAULT_FEATURES,
-    EXTENDED_RESOURCES,
     AllocationError,
     Allocator,
-    CelCache,
+    ClaimTracker,
+    DraManager,
     Features,
     InvalidPoolsError,
-    PoolCache,
-    TaintRuleCache,
 )
 from kopf_scheduler.framework.client import ApiError, Conflict
 from kopf_scheduler.framework.events import (
@@ -60,12 +65,12 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.plugins.helper import default_normalize_score
 
-from .claims import ClaimLookupError, check_owner, claim_is_reserved_for, pod_claim_names, uid_of
-from .dra_manager import ClaimTracker, tracker_for
+from .claims import ClaimLookupError, check_owner, pod_claim_names
 from .extended_resources import (
     SPECIAL_NAME,
     extended_requests,
     find_extended_claim,
+    node_claim,
     requests_and_mappings,
     special_claim,
 )
@@ -137,32 +142,31 @@ class _ClaimInfo:
     available_on: NodeSelector | None = None  # an allocated claim's node selector
     # The same, when it only names nodes (node-local devices: a matchFields metadata.name In term).
     on_nodes: frozenset[str] | None = None
-    allocation: Mapping[str, Any] | None = None  # set at Reserve for claims allocated here
+    allocation: AllocationResult | None = None  # set at Reserve for claims allocated here
 
 
 @dataclass(slots=True)
 class _StateData:
-    claims: list[Mapping[str, Any]] = field(default_factory=list)
+    claims: list[ResourceClaim] = field(default_factory=list)
     infos: list[_ClaimInfo] = field(default_factory=list)
     allocator: Allocator | None = None
-    node_allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    node_allocations: dict[str, list[AllocationResult]] = field(default_factory=dict)
     unavailable: set[int] = field(default_factory=set)
     # DRAExtendedResource: the index of the pod's extended-resource claim in ``claims`` (last), the
     # amounts it stands for, and per node the claim with that node's requests and the mappings.
     extended_index: int | None = None
     extended: dict[str, int] = field(default_factory=dict)
-    node_extended: dict[str, tuple[dict[str, Any], list[dict[str, str]]]] = field(default_factory=dict)
+    node_extended: dict[str, tuple[ResourceClaim, list[dict[str, str]]]] = field(default_factory=dict)
 
     def clone(self) -> _StateData:
         return self  # as the reference: shared between the cycle and its clones
 
-    def to_allocate(self) -> list[tuple[int, Mapping[str, Any]]]:
-        return [(i, c) for i, c in enumerate(self.claims) if not (c.get("status") or {}).get("allocation")]
+    def to_allocate(self) -> list[tuple[int, ResourceClaim]]:
+        return [(i, c) for i, c in enumerate(self.claims) if c.status.allocation is None]
 
 
-def _kobj(claim: Mapping[str, Any]) -> str:
-    meta = claim.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+def _kobj(claim: ResourceClaim) -> str:
+    return claim.key
 
 
 def _unresolvable(message: str) -> Status:
@@ -176,6 +180,7 @@ class DynamicResources(Plugin):
         if pod.resource_claims:
             return [], Status.unschedulable("pods with dra resource claims are not signable")
         return [], None
+
     Args = DynamicResourcesArgs
 
     # Seconds between PreBind's looks at a claim's binding conditions.
@@ -187,7 +192,8 @@ class DynamicResources(Plugin):
         self.filter_timeout = args.filter_timeout
         self.binding_timeout = args.binding_timeout
         self.features = allocator_features(feature_gates.current())
-        self.cel_cache = _CEL_CACHE
+        # The engine's DRA manager (claims in flight, CEL and pool caches), shared by every profile.
+        self.dra: DraManager = handle.dra if handle is not None else DraManager({})
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- object access --
@@ -196,11 +202,14 @@ class DynamicResources(Plugin):
     def _objects(self) -> Mapping[str, Mapping[str, Any]]:
         return self.handle.objects if self.handle is not None else {}
 
+    def _classes(self) -> Mapping[str, DeviceClass]:
+        return kinds.objects_of(self._objects, kinds.DEVICE_CLASS)
+
     @property
     def tracker(self) -> ClaimTracker:
-        return tracker_for(self._objects)
+        return self.dra.claims
 
-    def _pod_claims(self, pod: Pod) -> list[Mapping[str, Any]]:
+    def _pod_claims(self, pod: Pod) -> list[ResourceClaim]:
         """The pod's claims in spec order; raise ClaimLookupError with the reference's text."""
         tracker = self.tracker
         out = []
@@ -208,7 +217,7 @@ class DynamicResources(Plugin):
             claim = tracker.get(pod.namespace, name)
             if claim is None:
                 raise ClaimLookupError(f'resourceclaim.resource.k8s.io "{name}" not found')
-            if (claim.get("metadata") or {}).get("deletionTimestamp"):
+            if claim.metadata.deleting:
                 raise ClaimLookupError(f'resourceclaim "{name}" is being deleted')
             if must_check_owner:
                 check_owner(pod, claim)
@@ -243,32 +252,24 @@ class DynamicResources(Plugin):
             ),
         ]
 
-    def is_schedulable_after_claim_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def is_schedulable_after_claim_change(
+        self, pod: Pod, old: ResourceClaim | None, new: ResourceClaim | None
+    ) -> QueueingHint:
         if new is None:
             # A deleted claim frees its devices for everyone.
-            return (
-                QueueingHint.QUEUE
-                if ((old or {}).get("status") or {}).get("allocation")
-                else QueueingHint.QUEUE_SKIP
-            )
-        if (
-            old is not None
-            and (old.get("status") or {}).get("allocation")
-            and not ((new.get("status") or {}).get("allocation"))
-        ):
+            allocated = old is not None and old.status.allocation is not None
+            return QueueingHint.QUEUE if allocated else QueueingHint.QUEUE_SKIP
+        if old is not None and old.status.allocation is not None and new.status.allocation is None:
             return QueueingHint.QUEUE  # deallocated: its devices are free
         try:
             names = pod_claim_names(pod)
         except ClaimLookupError:
             return QueueingHint.QUEUE_SKIP
-        meta = new.get("metadata") or {}
-        if (meta.get("namespace") or "default") != pod.namespace or not any(
-            n == meta.get("name") for _, n, _ in names
-        ):
+        if new.metadata.namespace != pod.namespace or not any(n == new.metadata.name for _, n, _ in names):
             return QueueingHint.QUEUE_SKIP
         if old is None:
             return QueueingHint.QUEUE
-        if (old.get("status") or {}) == (new.get("status") or {}):
+        if old.status == new.status:
             return QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE
 
@@ -296,13 +297,10 @@ class DynamicResources(Plugin):
     ) -> tuple[PreFilterResult | None, Status | None]:
         s = _StateData()
         state.write(STATE_KEY, s)
-        try:
-            return self._pre_filter(s, pod)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            return None, Status(Code.ERROR, f"malformed DRA object: {type(exc).__name__}: {exc}")
+        return self._pre_filter(s, pod)
 
     def _pre_filter(self, s: _StateData, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
-        classes = self._objects.get("DeviceClass", {})
+        classes = self._classes()
         if not pod.resource_claims and not (classes and pod.filter_requests.scalar):
             return None, Status(Code.SKIP)
         try:
@@ -310,46 +308,37 @@ class DynamicResources(Plugin):
         except ClaimLookupError as exc:
             return None, _unresolvable(str(exc))
         tracker = self.tracker
-        extended = extended_requests(pod, EXTENDED_RESOURCES.classes(classes)) if classes else {}
+        extended = extended_requests(pod, self.dra.extended_resources.classes(classes)) if classes else {}
         if extended:
-            claims.append(find_extended_claim(pod, list(tracker.all())) or special_claim(pod))
+            claims.append(find_extended_claim(pod, tracker.all()) or special_claim(pod))
             s.extended_index, s.extended = len(claims) - 1, extended
         if not claims:
             return None, Status(Code.SKIP)
         infos = [_ClaimInfo() for _ in claims]
         to_allocate = 0
         for index, claim in enumerate(claims):
-            allocation = (claim.get("status") or {}).get("allocation")
-            if allocation:
-                selector = allocation.get("nodeSelector")
-                if selector:
-                    try:
-                        infos[index].available_on = parse_node_selector(
-                            selector, "status.allocation.nodeSelector"
-                        )
-                    except ObjectError as exc:
-                        return None, Status(Code.ERROR, str(exc))
+            allocation = claim.status.allocation
+            if allocation is not None:
+                if allocation.node_selector is not None:
+                    infos[index].available_on = allocation.node_selector
+                    infos[index].on_nodes = _named_nodes(allocation.node_selector)
                 continue
             to_allocate += 1
-            if tracker.get_pending(uid_of(claim)) is not None:
+            if tracker.get_pending(claim.metadata.uid) is not None:
                 return None, _unresolvable(
                     f"resource claim {_kobj(claim)} is in the process of being allocated"
                 )
             if index == s.extended_index:
                 continue  # its requests are made per node, from the classes found above
-            for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
-                name = str(request.get("name", ""))
-                if request.get("exactly") is not None:
-                    status = self._validate_class(
-                        classes, (request["exactly"] or {}).get("deviceClassName"), name
-                    )
+            for request in claim.spec.requests:
+                name = request.name
+                if request.exactly is not None:
+                    status = self._validate_class(classes, request.exactly.device_class_name, name)
                     if status is not None:
                         return None, status
-                elif request.get("firstAvailable"):
-                    for sub in request["firstAvailable"]:
-                        status = self._validate_class(
-                            classes, sub.get("deviceClassName"), f"{name}/{sub.get('name', '')}"
-                        )
+                elif request.first_available:
+                    for sub in request.first_available:
+                        status = self._validate_class(classes, sub.device_class_name, f"{name}/{sub.name}")
                         if status is not None:
                             return None, status
                 else:
@@ -361,18 +350,18 @@ class DynamicResources(Plugin):
                 self.features,
                 tracker.allocated_state(),
                 classes,
-                _TAINT_RULES.slices(
-                    list(self._objects.get("ResourceSlice", {}).values()),
-                    list(self._objects.get("DeviceTaintRule", {}).values()),
+                self.dra.taint_rules.slices(
+                    list(kinds.objects_of(self._objects, kinds.RESOURCE_SLICE).values()),
+                    list(kinds.objects_of(self._objects, kinds.DEVICE_TAINT_RULE).values()),
                 ),
-                self.cel_cache,
-                _POOL_CACHE,
+                self.dra.cel,
+                self.dra.pools,
             )
         s.claims, s.infos = claims, infos
         return None, None
 
     @staticmethod
-    def _validate_class(classes: Mapping[str, Any], class_name: Any, request: str) -> Status | None:
+    def _validate_class(classes: Mapping[str, DeviceClass], class_name: str, request: str) -> Status | None:
         if not class_name:
             return Status(Code.ERROR, f"request {request}: unsupported request type")
         if class_name not in classes:
@@ -388,20 +377,20 @@ class DynamicResources(Plugin):
         node = node_info.node
         if node is None:
             return Status(Code.ERROR, "node not found")
-        node_claim: dict[str, Any] | None = None
+        for_node: ResourceClaim | None = None
         if s.extended_index is not None:
             extended_claim = s.claims[s.extended_index]
-            if ((extended_claim.get("spec") or {}).get("devices") or {}).get("requests") is not None:
+            if extended_claim.spec.requests:
                 return _unresolvable("cannot schedule extended resource claim")
             # On a node offering the resource through a device plugin, NodeResourcesFit counts it.
             needed = {n: q for n, q in s.extended.items() if node_info.allocatable.scalar.get(n, 0) == 0}
             if not needed and s.extended_index == 0:
                 return None  # no other claim, nothing for DRA on this node
-            if needed and not (extended_claim.get("status") or {}).get("allocation"):
-                classes = self._objects.get("DeviceClass", {})
-                requests, mappings = requests_and_mappings(pod, needed, EXTENDED_RESOURCES.classes(classes))
-                node_claim = {**extended_claim, "spec": {"devices": {"requests": requests}}}
-                s.node_extended[node.name] = (node_claim, mappings)
+            if needed and extended_claim.status.allocation is None:
+                by_name = self.dra.extended_resources.classes(self._classes())
+                requests, mappings = requests_and_mappings(pod, needed, by_name)
+                for_node = node_claim(extended_claim, requests)
+                s.node_extended[node.name] = (for_node, mappings)
         unavailable = [
             i
             for i, info in enumerate(s.infos)
@@ -414,8 +403,7 @@ class DynamicResources(Plugin):
         ]
         if s.allocator is not None:
             claims = [
-                node_claim if i == s.extended_index and node_claim is not None else c
-                for i, c in s.to_allocate()
+                for_node if i == s.extended_index and for_node is not None else c for i, c in s.to_allocate()
             ]
             try:
                 results = s.allocator.allocate(node, claims)
@@ -423,10 +411,6 @@ class DynamicResources(Plugin):
                 return _unresolvable(str(exc))
             except AllocationError as exc:
                 return Status(Code.ERROR, str(exc))
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                # Objects the apiserver would have refused (simulate's inputs): an error for this
-                # pod, not for the scheduler.
-                return Status(Code.ERROR, f"malformed DRA object: {type(exc).__name__}: {exc}")
             if results is None or len(results) != len(claims):
                 return _unresolvable("cannot allocate all claims")
             allocations = results
@@ -474,17 +458,15 @@ class DynamicResources(Plugin):
             claim = s.claims[index]
             if index == s.extended_index:
                 continue
-            reserved = (claim.get("status") or {}).get("reservedFor") or ()
-            if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
-                new = copy.deepcopy(dict(claim))
-                status = new.setdefault("status", {})
-                for key in ("reservedFor", "allocation", "devices"):
-                    status.pop(key, None)
+            reserved = claim.status.reserved_for
+            if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
+                # No allocation, no reservations, no device status: deallocated.
+                new = dataclasses.replace(claim, status=ResourceClaimStatus())
                 self._background(self._update_status(new), f"deallocate ResourceClaim {_kobj(claim)}")
                 return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
         if s.extended_index is not None:
             extended_claim = s.claims[s.extended_index]
-            if (extended_claim.get("metadata") or {}).get("name") != SPECIAL_NAME:
+            if extended_claim.metadata.name != SPECIAL_NAME:
                 self._background(
                     self._delete_claim(extended_claim), f"delete ResourceClaim {_kobj(extended_claim)}"
                 )
@@ -539,12 +521,14 @@ class DynamicResources(Plugin):
             s.infos[index].allocation = allocation
             if index == s.extended_index and node_name in s.node_extended:
                 claim = s.node_extended[node_name][0]
-            pending = _writable(claim)
-            finalizers = pending.setdefault("metadata", {}).setdefault("finalizers", [])
-            if FINALIZER not in finalizers:
-                finalizers.append(FINALIZER)
-            pending.setdefault("status", {})["allocation"] = allocation
-            tracker.signal_pending(uid_of(claim), pending)
+            pending = dataclasses.replace(
+                claim,
+                finalizers=claim.finalizers
+                if FINALIZER in claim.finalizers
+                else (*claim.finalizers, FINALIZER),
+                status=dataclasses.replace(claim.status, allocation=allocation),
+            )
+            tracker.signal_pending(claim.metadata.uid, pending)
         return None
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -553,20 +537,18 @@ class DynamicResources(Plugin):
             return
         tracker = self.tracker
         for index, claim in enumerate(s.claims):
-            meta = claim.get("metadata") or {}
-            if tracker.remove_pending(uid_of(claim)):
-                tracker.restore(meta.get("namespace") or "default", meta.get("name", ""))
+            meta = claim.metadata
+            if tracker.remove_pending(meta.uid):
+                tracker.restore(meta.namespace, meta.name)
             if index == s.extended_index:
-                if meta.get("name") != SPECIAL_NAME:  # made in the API by PreBind: it goes
+                if meta.name != SPECIAL_NAME:  # made in the API by PreBind: it goes
                     self._background(self._delete_claim(claim), f"delete ResourceClaim {_kobj(claim)}")
                 continue
-            if (claim.get("status") or {}).get("allocation") and claim_is_reserved_for(claim, pod.uid):
+            if claim.status.allocation is not None and claim.is_reserved_for(pod.uid):
                 client = self.handle.client if self.handle is not None else None
                 if client is not None:
                     self._background(
-                        client.unreserve_resource_claim(
-                            meta.get("namespace") or "default", meta.get("name", ""), uid_of(claim), pod.uid
-                        ),
+                        client.unreserve_resource_claim(meta.namespace, meta.name, meta.uid, pod.uid),
                         f"unreserve ResourceClaim {_kobj(claim)}",
                     )
 
@@ -588,7 +570,7 @@ class DynamicResources(Plugin):
             return None
         done: list[str] = []
         for index, claim in enumerate(s.claims):
-            if claim_is_reserved_for(claim, pod.uid):
+            if claim.is_reserved_for(pod.uid):
                 continue
             try:
                 if index == s.extended_index:
@@ -600,7 +582,7 @@ class DynamicResources(Plugin):
             except (ApiError, _BindError) as exc:
                 return Status(Code.ERROR, str(exc))
             if s.infos[index].allocation is not None:
-                done.append(uid_of(claim))
+                done.append(claim.metadata.uid)
         for uid in done:
             self.tracker.remove_pending(uid)
         if any(_has_binding_conditions(c) for c in s.claims):
@@ -609,20 +591,23 @@ class DynamicResources(Plugin):
 
     async def _bind_extended_claim(
         self, s: _StateData, index: int, pod: Pod, node_name: str
-    ) -> Mapping[str, Any]:
+    ) -> ResourceClaim:
         """Create the extended-resource claim (if still in memory), allocate and reserve it as any
         claim, then name it in the pod's status with the container mappings."""
         client = self.handle.client if self.handle is not None else None
         if client is None:
             raise _BindError("no cluster client to write ResourceClaims")
-        node_claim, mappings = s.node_extended.get(node_name) or (None, [])
-        pending_uid = uid_of(s.claims[index])
-        if (s.claims[index].get("metadata") or {}).get("name") == SPECIAL_NAME:
-            if node_claim is None:
+        for_node, mappings = s.node_extended.get(node_name) or (None, [])
+        pending_uid = s.claims[index].metadata.uid
+        if s.claims[index].metadata.name == SPECIAL_NAME:
+            if for_node is None:
                 raise _BindError(f"extended resource claim not found for node {node_name}")
-            meta = {k: v for k, v in (node_claim.get("metadata") or {}).items() if k not in ("name", "uid")}
-            body = {**node_claim, "metadata": meta}
-            body.pop("status", None)
+            # Created by generateName: no name, no uid, no status.
+            body = dataclasses.replace(
+                for_node,
+                metadata=dataclasses.replace(for_node.metadata, name="", uid=""),
+                status=ResourceClaimStatus(),
+            )
             try:
                 created = await client.create_resource_claim(body)
             except ApiError as exc:
@@ -635,10 +620,9 @@ class DynamicResources(Plugin):
                 f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
                 "ExtendedResourceClaimStatus"
             )
-        name = str((claim.get("metadata") or {}).get("name", ""))
         try:
             await client.set_pod_extended_resource_claim_status(
-                pod, {"requestMappings": mappings, "resourceClaimName": name}
+                pod, {"requestMappings": mappings, "resourceClaimName": claim.metadata.name}
             )
         except ApiError as exc:
             raise _BindError(
@@ -646,75 +630,79 @@ class DynamicResources(Plugin):
             ) from None
         return claim
 
-    async def _delete_claim(self, claim: Mapping[str, Any]) -> None:
+    async def _delete_claim(self, claim: ResourceClaim) -> None:
         """Drop the allocation finalizer and delete (the reference's deleteClaim)."""
         client = self.handle.client if self.handle is not None else None
         if client is None:
             return
-        meta = claim.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
-        current: Mapping[str, Any] = claim
+        namespace, name = claim.metadata.namespace, claim.metadata.name
+        current = claim
         for attempt in range(CONFLICT_RETRIES):
             if attempt:
                 current = await client.get_resource_claim(namespace, name)
-            if FINALIZER not in ((current.get("metadata") or {}).get("finalizers") or ()):
+            if FINALIZER not in current.finalizers:
                 break
-            body = _writable(current)
-            body["metadata"]["finalizers"] = [f for f in body["metadata"]["finalizers"] if f != FINALIZER]
+            body = dataclasses.replace(
+                current, finalizers=tuple(f for f in current.finalizers if f != FINALIZER)
+            )
             try:
                 await client.update_resource_claim(body)
                 break
             except Conflict:
                 continue
-        await client.delete_resource_claim(namespace, name, uid_of(claim))
+        await client.delete_resource_claim(namespace, name, claim.metadata.uid)
 
-    async def _bind_claim(self, s: _StateData, index: int, pod: Pod) -> Mapping[str, Any]:
-        meta = s.claims[index].get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
+    async def _bind_claim(self, s: _StateData, index: int, pod: Pod) -> ResourceClaim:
+        namespace, name = s.claims[index].metadata.namespace, s.claims[index].metadata.name
         # One write at a time per claim, each from the newest version this scheduler knows (its own
         # last write included): pods sharing a claim bind concurrently, and writing from the copy
         # PreFilter saw made most of their reservations conflict and be read back (a GET and a
         # failed PUT each). Conflicts with other writers are still retried below.
         async with self.tracker.write_lock(namespace, name):
             latest = self.tracker.get(namespace, name)
-            if latest is None or uid_of(latest) != uid_of(s.claims[index]):
+            if latest is None or latest.metadata.uid != s.claims[index].metadata.uid:
                 latest = s.claims[index]
-            return await self._write_claim(_writable(latest), s.infos[index].allocation, pod, namespace, name)
+            return await self._write_claim(latest, s.infos[index].allocation, pod, namespace, name)
 
     async def _write_claim(
-        self, claim: dict[str, Any], allocation: Mapping[str, Any] | None, pod: Pod, namespace: str, name: str
-    ) -> Mapping[str, Any]:
+        self, claim: ResourceClaim, allocation: AllocationResult | None, pod: Pod, namespace: str, name: str
+    ) -> ResourceClaim:
         client = self.handle.client if self.handle is not None else None
         if client is None:
             raise _BindError("no cluster client to write ResourceClaims")
-        binding = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+        binding = ConsumerReference("pods", pod.name, pod.uid)
         for attempt in range(CONFLICT_RETRIES):
             if attempt:
                 claim = await client.get_resource_claim(namespace, name)
             try:
-                if (claim.get("metadata") or {}).get("deletionTimestamp"):
+                if claim.metadata.deleting:
                     raise _BindError(f"claim {namespace}/{name} got deleted in the meantime")
-                status = claim.setdefault("status", {})
                 if allocation is not None:
-                    if status.get("allocation"):
+                    if claim.status.allocation is not None:
                         raise _BindError(f"claim {namespace}/{name} got allocated elsewhere in the meantime")
-                    finalizers = claim.setdefault("metadata", {}).setdefault("finalizers", [])
-                    if FINALIZER not in finalizers:
-                        finalizers.append(FINALIZER)
+                    if FINALIZER not in claim.finalizers:
                         try:
-                            claim = await client.update_resource_claim(claim)
+                            claim = await client.update_resource_claim(
+                                dataclasses.replace(claim, finalizers=(*claim.finalizers, FINALIZER))
+                            )
                         except ApiError as exc:
                             if isinstance(exc, Conflict):
                                 raise
                             raise _BindError(f"add finalizer to claim {namespace}/{name}: {exc}") from None
-                        status = claim.setdefault("status", {})
-                    status["allocation"] = dict(allocation)  # made for this claim alone
-                status["reservedFor"] = [*(status.get("reservedFor") or ()), binding]
-                if not status.get("allocation"):
+                    written: AllocationResult | None = allocation
+                else:
+                    written = claim.status.allocation
+                if written is None:
                     raise _BindError(f"claim {namespace}/{name} got deallocated elsewhere in the meantime")
-                status["allocation"].setdefault("allocationTimestamp", _now_rfc3339())
+                if written.allocation_timestamp is None:
+                    written = dataclasses.replace(written, allocation_timestamp=_now_rfc3339())
+                status = dataclasses.replace(
+                    claim.status, allocation=written, reserved_for=(*claim.status.reserved_for, binding)
+                )
                 try:
-                    stored = await client.update_resource_claim_status(claim)
+                    stored = await client.update_resource_claim_status(
+                        dataclasses.replace(claim, status=status)
+                    )
                 except Conflict:
                     raise
                 except ApiError as exc:
@@ -738,11 +726,11 @@ class DynamicResources(Plugin):
         while True:
             ready = True
             for claim in s.claims:
-                meta = claim.get("metadata") or {}
-                current = self.tracker.get(meta.get("namespace") or "default", meta.get("name", "")) or claim
+                meta = claim.metadata
+                current = self.tracker.get(meta.namespace, meta.name) or claim
                 outcome = _binding_conditions_outcome(current)
                 if outcome is False:
-                    return Status(Code.ERROR, f"device binding failed: claim={meta.get('name', '')}")
+                    return Status(Code.ERROR, f"device binding failed: claim={meta.name}")
                 if outcome is None:
                     ready = False
             if ready:
@@ -753,7 +741,7 @@ class DynamicResources(Plugin):
 
     # -- background writes --
 
-    async def _update_status(self, claim: Mapping[str, Any]) -> None:
+    async def _update_status(self, claim: ResourceClaim) -> None:
         client = self.handle.client if self.handle is not None else None
         if client is not None:
             await client.update_resource_claim_status(claim)
@@ -779,27 +767,6 @@ class _BindError(Exception):
     pass
 
 
-# Compiled selectors, their results per device and each node's pools are the same for every
-# profile and every cycle until the objects change; kept across cycles, as the reference keeps
-# its CEL cache.
-_CEL_CACHE = CelCache()
-_POOL_CACHE = PoolCache()
-_TAINT_RULES = TaintRuleCache()
-
-
-def _writable(claim: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy whose metadata and status may be changed; the spec (never written) is shared.
-
-    A deep copy of every claim written cost more than the allocation itself."""
-    meta = dict(claim.get("metadata") or {})
-    if "finalizers" in meta:
-        meta["finalizers"] = list(meta["finalizers"])
-    status = dict(claim.get("status") or {})
-    if "reservedFor" in status:
-        status["reservedFor"] = list(status["reservedFor"])
-    return {**claim, "metadata": meta, "status": status}
-
-
 def _named_nodes(selector: NodeSelector) -> frozenset[str] | None:
     if len(selector.terms) != 1:
         return None
@@ -816,48 +783,43 @@ def _now_rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _score(claims: Sequence[Mapping[str, Any]], allocations: Sequence[Mapping[str, Any]]) -> int:
+def _score(claims: Sequence[ResourceClaim], allocations: Sequence[AllocationResult]) -> int:
     """``computeScore``: earlier ``firstAvailable`` subrequests score higher."""
     score = 0
     pending = iter(allocations)
     for claim in claims:
-        allocation = (claim.get("status") or {}).get("allocation") or next(pending, None)
+        allocation = claim.status.allocation or next(pending, None)
         if allocation is None:
             return 0
-        chosen = {
-            r.get("request")
-            for r in (allocation.get("devices") or {}).get("results") or ()
-            if "/" in str(r.get("request"))
-        }
-        for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
-            if request.get("exactly") is not None:
+        chosen = {r.request for r in allocation.results if "/" in r.request}
+        for request in claim.spec.requests:
+            if request.exactly is not None:
                 continue
-            for i, sub in enumerate(request.get("firstAvailable") or ()):
-                if f"{request.get('name')}/{sub.get('name')}" in chosen:
+            for i, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in chosen:
                     score += FIRST_AVAILABLE_MAX - i
     return score
 
 
-def _has_binding_conditions(claim: Mapping[str, Any]) -> bool:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return any(r.get("bindingConditions") for r in (allocation.get("devices") or {}).get("results") or ())
+def _has_binding_conditions(claim: ResourceClaim) -> bool:
+    allocation = claim.status.allocation
+    return allocation is not None and any(r.binding_conditions for r in allocation.results)
 
 
-def _binding_conditions_outcome(claim: Mapping[str, Any]) -> bool | None:
+def _binding_conditions_outcome(claim: ResourceClaim) -> bool | None:
     """True when every device's binding conditions are met, False when one failed, else None."""
-    status = claim.get("status") or {}
-    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
-    devices = {(d.get("driver"), d.get("pool"), d.get("device")): d for d in status.get("devices") or ()}
+    allocation = claim.status.allocation
+    if allocation is None:
+        return True
+    devices = {d.device_id: d for d in claim.status.devices}
     ready = True
-    for result in results:
-        wanted = result.get("bindingConditions") or ()
-        failing = result.get("bindingFailureConditions") or ()
-        if not wanted:
+    for result in allocation.results:
+        if not result.binding_conditions:
             continue
-        device = devices.get((result.get("driver"), result.get("pool"), result.get("device"))) or {}
-        conditions = {c.get("type"): c.get("status") for c in device.get("conditions") or ()}
-        if any(conditions.get(c) == "True" for c in failing):
+        device = devices.get(result.device_id)
+        conditions = device.conditions if device is not None else {}
+        if any(conditions.get(c) == "True" for c in result.binding_failure_conditions):
             return False
-        if not all(conditions.get(c) == "True" for c in wanted):
+        if not all(conditions.get(c) == "True" for c in result.binding_conditions):
             ready = False
     return True if ready else None

@@ -11,11 +11,12 @@ container and resource on each node, created in the API in PreBind (``generateNa
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
+from kopf_scheduler.api.resource import DeviceClass, ResourceClaim, parse_resource_claim
 from kopf_scheduler.dra import is_dra_extended_resource_name
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "SPECIAL_NAME",
     "extended_requests",
     "find_extended_claim",
+    "node_claim",
     "requests_and_mappings",
     "special_claim",
 ]
@@ -32,7 +34,7 @@ SPECIAL_NAME = "<extended-resources>"
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 
-def extended_requests(pod: Pod, by_name: Mapping[str, Raw]) -> dict[str, int]:
+def extended_requests(pod: Pod, by_name: Mapping[str, DeviceClass]) -> dict[str, int]:
     """The pod's requests of extended resources some DeviceClass stands for (amount > 0)."""
     return {
         name: qty
@@ -41,33 +43,41 @@ def extended_requests(pod: Pod, by_name: Mapping[str, Raw]) -> dict[str, int]:
     }
 
 
-def find_extended_claim(pod: Pod, claims: Sequence[Raw]) -> Raw | None:
+def find_extended_claim(pod: Pod, claims: Iterable[ResourceClaim]) -> ResourceClaim | None:
     for claim in claims:
-        meta = claim.get("metadata") or {}
-        if (meta.get("annotations") or {}).get(ANNOTATION) != "true":
+        if claim.metadata.annotations.get(ANNOTATION) != "true":
             continue
-        for ref in meta.get("ownerReferences") or ():
-            if ref.get("name") == pod.name and ref.get("controller") and ref.get("uid") == pod.uid:
+        for ref in claim.metadata.owner_references:
+            if ref.name == pod.name and ref.controller and ref.uid == pod.uid:
                 return claim
     return None
 
 
-def special_claim(pod: Pod) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "namespace": pod.namespace,
-            "name": SPECIAL_NAME,
-            "uid": str(uuid.uuid4()),
-            "generateName": f"{pod.name}-extended-resources-",
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
-            ],
-            "annotations": {ANNOTATION: "true"},
-        },
-        "spec": {},
-    }
+def node_claim(claim: ResourceClaim, requests: Sequence[Mapping[str, Any]]) -> ResourceClaim:
+    """The extended-resource claim with one node's requests: what PreBind creates in the API, so
+    made from the write path's base (the claim as read or made) with the spec replaced."""
+    return parse_resource_claim({**claim.raw, "spec": {"devices": {"requests": list(requests)}}})
+
+
+def special_claim(pod: Pod) -> ResourceClaim:
+    """The pod's extended-resource claim, in memory until PreBind creates it."""
+    return parse_resource_claim(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "namespace": pod.namespace,
+                "name": SPECIAL_NAME,
+                "uid": str(uuid.uuid4()),
+                "generateName": f"{pod.name}-extended-resources-",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+                ],
+                "annotations": {ANNOTATION: "true"},
+            },
+            "spec": {},
+        }
+    )
 
 
 def _container_amount(container: Raw, name: str) -> int:
@@ -111,7 +121,7 @@ def _request_for(
 
 
 def requests_and_mappings(
-    pod: Pod, extended: Mapping[str, int], by_name: Mapping[str, Raw]
+    pod: Pod, extended: Mapping[str, int], by_name: Mapping[str, DeviceClass]
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """``createRequestsAndMappings``: device requests (sorted by name) and container mappings."""
     spec = pod.raw.get("spec") or {}
@@ -124,7 +134,8 @@ def requests_and_mappings(
     requests: list[dict[str, Any]] = []
     mappings: list[dict[str, str]] = []
     for name in sorted(extended):
-        class_name = str(((by_name.get(name) or {}).get("metadata") or {}).get("name", ""))
+        cls = by_name.get(name)
+        class_name = cls.metadata.name if cls is not None else ""
         if not class_name:
             continue
         long_requests: list[dict[str, Any] | None] = [None] * len(containers)

@@ -1,0 +1,137 @@
+"""The DRA manager: what DynamicResources (every profile's instance) and NodeResourcesFit share for
+the engine's lifetime (the reference's ``SharedDRAManager``, handed to plugins by the framework).
+
+- the claims as this scheduler knows them (:class:`ClaimTracker`);
+- compiled CEL selectors and their results per device (:class:`~.cel.CelCache`);
+- each node's pools (:class:`~.pools.PoolCache`) and the slices as DeviceTaintRules patch them
+  (:class:`~.taint_rules.TaintRuleCache`);
+- which DeviceClass an extended resource name stands for (:class:`~.extended.ExtendedResources`).
+
+Built once by ``new_engine`` (one per object store): a profile edited live rebuilds its plugins,
+and in-flight allocations and warm caches must survive that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+
+from kopf_scheduler.api import kinds
+from kopf_scheduler.api.resource import ResourceClaim
+
+from .cel import CelCache
+from .extended import ExtendedResources
+from .pools import PoolCache
+from .state import AllocatedState
+from .taint_rules import TaintRuleCache
+
+__all__ = ["ClaimTracker", "DraManager"]
+
+
+def _rv(claim: ResourceClaim) -> int:
+    try:
+        return int(claim.metadata.resource_version or 0)
+    except ValueError:
+        return 0
+
+
+class ClaimTracker:
+    """The claims the plugin sees: the informer's, overlaid with what this scheduler has done and
+    the watch has not shown yet (the reference's claim tracker). Two overlays:
+
+    - *pending* allocations (by claim uid), from Reserve until PreBind wrote them (or Unreserve
+      dropped them), so that the next pod's PreFilter counts their devices as taken: two pods
+      never get one device;
+    - *assumed* claims (by key), what PreBind's API write returned, until the informer delivers
+      that version or a newer one, so that a PreFilter in between does not see the claim as still
+      unallocated.
+    """
+
+    def __init__(self, objects: Mapping[str, Mapping[str, object]]) -> None:
+        self._objects = objects
+        self._pending: dict[str, ResourceClaim] = {}  # claim uid -> claim with its allocation
+        self._assumed: dict[str, ResourceClaim] = {}  # claim key -> claim as the API returned it
+        self._lock = threading.Lock()
+        self._write_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def write_lock(self, namespace: str, name: str) -> asyncio.Lock:
+        """The lock PreBind holds while writing this claim (alive while anyone holds or awaits it)."""
+        key = f"{namespace}/{name}"
+        lock = self._write_locks.get(key)
+        if lock is None:
+            lock = self._write_locks[key] = asyncio.Lock()
+        return lock
+
+    def _informer(self) -> Mapping[str, ResourceClaim]:
+        return kinds.objects_of(self._objects, kinds.RESOURCE_CLAIM)
+
+    def get(self, namespace: str, name: str) -> ResourceClaim | None:
+        key = f"{namespace}/{name}"
+        seen = self._informer().get(key)
+        assumed = self._assumed.get(key)
+        if assumed is not None:
+            if seen is not None and seen.metadata.uid == assumed.metadata.uid and _rv(seen) < _rv(assumed):
+                return assumed
+            # The watch caught up, or the claim was replaced or deleted (only claims the informer
+            # had are ever written, so an absent one is gone).
+            self._assumed.pop(key, None)
+        return seen
+
+    def all(self) -> Iterator[ResourceClaim]:
+        assumed = self._assumed
+        for key, claim in self._informer().items():
+            if assumed and key in assumed:
+                found = self.get(*key.split("/", 1))
+                if found is not None:
+                    yield found
+                continue
+            yield claim
+
+    # -- pending allocations (Reserve .. PreBind) --
+
+    def signal_pending(self, uid: str, claim: ResourceClaim) -> None:
+        with self._lock:
+            self._pending[uid] = claim
+
+    def get_pending(self, uid: str) -> ResourceClaim | None:
+        return self._pending.get(uid)
+
+    def remove_pending(self, uid: str) -> bool:
+        with self._lock:
+            return self._pending.pop(uid, None) is not None
+
+    def assume(self, claim: ResourceClaim) -> None:
+        self._assumed[claim.key] = claim
+
+    def restore(self, namespace: str, name: str) -> None:
+        self._assumed.pop(f"{namespace}/{name}", None)
+
+    # -- devices in use --
+
+    def allocated_state(self) -> AllocatedState:
+        state = AllocatedState()
+        for claim in self.all():
+            if claim.status.allocation is not None:
+                state.add_allocation(claim.status.allocation)
+        informer = self._informer()
+        for uid, claim in list(self._pending.items()):
+            if claim.status.allocation is None:
+                continue
+            stored = informer.get(claim.key)
+            if stored is not None and stored.metadata.uid == uid and stored.status.allocation is not None:
+                continue  # already counted as allocated
+            state.add_allocation(claim.status.allocation)
+        return state
+
+
+class DraManager:
+    """One per engine (object store); see the module's docstring."""
+
+    def __init__(self, objects: Mapping[str, Mapping[str, object]]) -> None:
+        self.claims = ClaimTracker(objects)
+        self.cel = CelCache()
+        self.pools = PoolCache()
+        self.taint_rules = TaintRuleCache()
+        self.extended_resources = ExtendedResources()
