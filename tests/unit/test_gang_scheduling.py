@@ -292,3 +292,24 @@ async def test_one_gated_member_holds_its_whole_group_silently() -> None:
     )
     await drain(engine)
     assert len(client.bindings) == 3
+
+
+async def test_pod_group_views_through_the_event_handlers() -> None:
+    """The handlers store the PodGroup view the edge parsed; a lower minCount (GangScheduling's
+    update hint) lets the waiting members in; a deleted group is forgotten."""
+    engine, client = engine_with(2)
+    h = engine.handlers
+    before = pod_group("g", 3)
+    h.add_object("PodGroup", before)
+    assert engine.cache.pod_groups.get("default", "g") is before
+    add_members(engine, "g", 2)
+    await drain(engine)
+    assert not client.bindings  # two members of a gang of three wait at PreEnqueue
+    after = pod_group("g", 2)
+    h.update_object("PodGroup", before, after)
+    assert engine.cache.pod_groups.get("default", "g") is after
+    await drain(engine)
+    assert len(client.bindings) == 2
+    h.delete_object("PodGroup", after)
+    assert engine.cache.pod_groups.get("default", "g") is None
+    assert "default/g" not in engine.cache.objects.get("PodGroup", {})
