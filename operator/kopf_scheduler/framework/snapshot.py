@@ -11,6 +11,7 @@ import itertools
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -144,6 +145,10 @@ class Snapshot:
         # Changes whenever rows are laid out anew (rebuild): per-row caches start over then.
         self.layout = next(_layouts)
         self._row_of: dict[int, int] = {}  # id(NodeInfo) -> row
+        # What plugins derive per snapshot and keep up to date from ``layout`` and ``row_generation``
+        # (the topology codes of PodTopologySpread and InterPodAffinity): it lives and dies with the
+        # snapshot, a service of the framework's Handle, instead of a module's table keyed by snapshot.
+        self.memo: dict[str, Any] = {}
         ref = weakref.ref(self)
 
         def notify(info: NodeInfo) -> None:

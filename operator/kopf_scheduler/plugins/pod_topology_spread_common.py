@@ -4,7 +4,7 @@ Two speed devices live here, both exact:
 
 * :func:`topology_codes` maps every snapshot row to an integer code of its value for one
   topology key (``-1`` when the node lacks the key), so per-node topology checks become numpy
-  lookups. Codes are cached per snapshot and revalidated by node object identity.
+  lookups. Codes are kept on the snapshot (its ``memo``) and revalidated by its row generations.
 * :class:`NodeMemo` memoises per-node results keyed by ``NodeInfo.generation``, which changes on
   every mutation of the node or its pods, so a result computed for an unchanged node in an earlier
   cycle is reused instead of walking its pods again.
@@ -29,6 +29,7 @@ from kopf_scheduler.api.types import (
     LabelSelectorRequirement,
     TopologySpreadConstraint,
 )
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import NodeInfo
 
 __all__ = [
@@ -86,30 +87,18 @@ class _Columns:
                 codes[i] = code
 
 
-_COLUMNS: weakref.WeakKeyDictionary[Any, _Columns] = weakref.WeakKeyDictionary()
+_MEMO_KEY = "pod_topology_spread_common.columns"
 
 
-def _columns(snapshot: Any) -> _Columns:
-    """The snapshot's columns, brought up to date.
-
-    With a ``Snapshot`` (``layout`` + exact per-row ``row_generation``) only rows whose generation
-    moved are looked at: a node object can only change with its NodeInfo's generation. Other
-    snapshot-likes are revalidated by node identity on every row.
-    """
+def _columns(snapshot: Snapshot) -> _Columns:
+    """The snapshot's columns (kept in its ``memo``), brought up to date: only rows whose generation
+    moved are looked at, as a node object can only change with its NodeInfo's generation."""
     infos: Sequence[NodeInfo] = snapshot.node_infos
-    cols = _COLUMNS.get(snapshot)
-    row_gen: np.ndarray | None = getattr(snapshot, "row_generation", None)
-    layout: int = getattr(snapshot, "layout", 0)
-    if row_gen is None or len(row_gen) != len(infos):
-        if (
-            cols is None
-            or len(cols.nodes) != len(infos)
-            or not all(a is b.node for a, b in zip(cols.nodes, infos, strict=True))
-        ):
-            cols = _COLUMNS[snapshot] = _Columns([info.node for info in infos])
-        return cols
+    cols: _Columns | None = snapshot.memo.get(_MEMO_KEY)
+    row_gen = snapshot.row_generation
+    layout = snapshot.layout
     if cols is None or cols.layout != layout or cols.gens is None or len(cols.gens) != len(infos):
-        cols = _COLUMNS[snapshot] = _Columns([info.node for info in infos], layout, row_gen.copy())
+        cols = snapshot.memo[_MEMO_KEY] = _Columns([info.node for info in infos], layout, row_gen.copy())
         return cols
     changed = np.flatnonzero((row_gen != cols.gens) | (row_gen <= 0))
     if changed.size:
@@ -121,7 +110,7 @@ def _columns(snapshot: Any) -> _Columns:
     return cols
 
 
-def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]:
+def topology_codes(snapshot: Snapshot, key: str) -> tuple[np.ndarray, dict[str, int]]:
     """Per snapshot row, the code of the node's value for ``key`` (-1: no such label), and value->code.
 
     Codes are stable while the layout lasts; a value no row holds any more keeps its code.
@@ -145,7 +134,7 @@ def topology_codes(snapshot: Any, key: str) -> tuple[np.ndarray, dict[str, int]]
     return codes, values
 
 
-def has_nodeless_rows(snapshot: Any) -> bool:
+def has_nodeless_rows(snapshot: Snapshot) -> bool:
     """Whether some snapshot row has no node (vector shortcuts that assume a node per row bail out)."""
     return bool(_columns(snapshot).nodeless)
 
