@@ -10,6 +10,7 @@ refused, and ``kubectl auth can-i`` as the ServiceAccount must say yes to each (
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import re
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from kopf_scheduler.api.objects import Pod, parse_pod
+from kopf_scheduler.api.resource import parse_resource_claim
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import load_credentials
@@ -127,21 +129,24 @@ async def _exercise(api: RecordingApi, plane: ControlPlane, ns: str, tag: str) -
     await call("bind_volumes", bound, [(f"{ns}/dynamic", ""), (f"{ns}/static", f"pv-{tag}")])
     claim = await call(
         "create_resource_claim",
-        {"metadata": {"namespace": ns, "generateName": "claim-"}, "spec": {"devices": {"requests": []}}},
+        parse_resource_claim(
+            {"metadata": {"namespace": ns, "generateName": "claim-"}, "spec": {"devices": {"requests": []}}}
+        ),
     )
-    name = claim["metadata"]["name"]
+    name = claim.metadata.name
     claim = await call("get_resource_claim", ns, name)
-    claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
-    claim = await call("update_resource_claim", claim)
+    claim = await call(
+        "update_resource_claim",
+        dataclasses.replace(claim, finalizers=("resource.kubernetes.io/delete-protection",)),
+    )
     claim = await call("update_resource_claim_status", claim)
-    await call("unreserve_resource_claim", ns, name, claim["metadata"]["uid"], bindee.uid)
+    await call("unreserve_resource_claim", ns, name, claim.metadata.uid, bindee.uid)
     await call(
         "set_pod_extended_resource_claim_status", bindee, {"requestMappings": []}, tolerate=(ApiError,)
     )
     claim = await call("get_resource_claim", ns, name)
-    claim["metadata"]["finalizers"] = []
-    await call("update_resource_claim", claim)
-    await call("delete_resource_claim", ns, name, claim["metadata"]["uid"])
+    await call("update_resource_claim", dataclasses.replace(claim, finalizers=()))
+    await call("delete_resource_claim", ns, name, claim.metadata.uid)
     return called
 
 
