@@ -177,7 +177,7 @@ def test_chart_has_one_panel_per_workload_that_ran(tmp_path: Path) -> None:
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == [
         "SchedulingBasic/5000Nodes_10000Pods",
-        "StartUp/5000Nodes_50000Pods",
+        "StartUp/5000Nodes_50000Pods: first bind",
         "GangScheduling/5000Nodes_3000Gangs_9000Pods",
     ]
     assert fig.axes[2].get_subplotspec().colspan == range(0, 2)  # the odd one out spans the row

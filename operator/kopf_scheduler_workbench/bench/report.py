@@ -414,9 +414,10 @@ def figure(results: Sequence[Result]) -> Any:
         ax = fig.add_subplot(spec[row, col : col + span])
         if any(len(_get(r, *_WINDOWS) or ()) > 1 for by in by_repeat.values() for r in by.values()):
             _throughput_panel(ax, by_repeat)
-        else:
+            ax.set_title(workload, fontsize=10)
+        else:  # StartUp, or a phase shorter than two windows
             _startup_panel(ax, by_repeat)
-        ax.set_title(workload, fontsize=10)
+            ax.set_title(f"{workload}: first bind", fontsize=10)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
