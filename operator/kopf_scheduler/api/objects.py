@@ -34,6 +34,7 @@ from kopf_scheduler.api.types import (
     as_str_map,
     parse_timestamp,
 )
+from kopf_scheduler.api.volumes import PodVolume, parse_volumes
 
 __all__ = [
     "Node",
@@ -117,7 +118,7 @@ class Pod:
     spec_requests: Resource | None = None
     container_requests: Resource | None = None
     images: tuple[str, ...] = ()
-    volumes: tuple[Mapping[str, Any], ...] = ()
+    volumes: tuple[PodVolume, ...] = ()
     scheduling_gates: tuple[str, ...] = ()
     owner_references: tuple[OwnerReference, ...] = ()
     creation_timestamp: float = 0.0
@@ -401,14 +402,16 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         host_ports = _host_ports(spec)
     volumes = spec.get("volumes")
     gates = spec.get("schedulingGates")
+    name = str(meta.get("name", ""))
+    node_name = str(spec.get("nodeName") or "")
     return Pod(
         uid=str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"),
         namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name", "")),
+        name=name,
         labels=labels,
         annotations=annotations,
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        node_name=str(spec.get("nodeName") or ""),
+        node_name=node_name,
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         priority=priority,
         priority_class_name=str(spec.get("priorityClassName") or ""),
@@ -424,11 +427,7 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         spec_requests=reqs.filter_requests,
         container_requests=reqs.score_requests,
         images=images,
-        volumes=tuple(
-            as_mapping(v, f"spec.volumes[{i}]") for i, v in enumerate(as_list(volumes, "spec.volumes"))
-        )
-        if volumes is not None
-        else (),
+        volumes=parse_volumes(volumes, name, signed=not node_name, memo=memo),
         scheduling_gates=tuple(
             str(as_mapping(g, f"spec.schedulingGates[{i}]").get("name", ""))
             for i, g in enumerate(as_list(gates, "spec.schedulingGates"))

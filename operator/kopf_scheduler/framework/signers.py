@@ -7,11 +7,11 @@ volumes) are sorted away so equal pods written differently still batch.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.types import Resource
+from kopf_scheduler.api.volumes import PERSISTENT_VOLUME_CLAIM
 
 __all__ = [
     "FEATURES",
@@ -64,13 +64,15 @@ def host_ports(pod: Pod) -> Hashable:
 
 def volumes(pod: Pod) -> Hashable:
     """Volume sources except ConfigMaps and Secrets (they never affect placement and would make
-    every pod's signature unique), by content, not by name."""
+    every pod's signature unique), by content, not by name: each source's marshalled content
+    (parsed once, see ``api/volumes.py``), a claim by its name and read-only flag."""
     out = []
     for vol in pod.volumes:
-        if "configMap" in vol or "secret" in vol:
-            continue
-        source = {k: v for k, v in vol.items() if k != "name"}
-        out.append(json.dumps(source, sort_keys=True, default=str))
+        source = vol.source
+        if source.content is not None:
+            out.append((source.content, "", False))
+        elif source.kind == PERSISTENT_VOLUME_CLAIM:
+            out.append(("", vol.claim_name or "", source.read_only))
     return tuple(sorted(out))
 
 

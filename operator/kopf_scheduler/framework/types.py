@@ -174,10 +174,11 @@ class NodeInfo:
 
 
 def _pvc_names(pod: Pod) -> Iterable[str]:
+    """``namespace/claim`` of the pod's ``persistentVolumeClaim`` volumes (the reference's
+    PVCRefCounts key; generic ephemeral volumes not)."""
     for vol in pod.volumes:
-        claim = vol.get("persistentVolumeClaim")
-        if isinstance(claim, dict) and claim.get("claimName"):
-            yield f"{pod.namespace}/{claim['claimName']}"
+        if vol.claim_name and not vol.ephemeral:
+            yield f"{pod.namespace}/{vol.claim_name}"
 
 
 @dataclass(slots=True, eq=False)

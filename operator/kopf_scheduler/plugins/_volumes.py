@@ -7,16 +7,12 @@ the four volume plugins agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.storage import PersistentVolumeClaim
 
 __all__ = [
     "MIGRATED_PLUGINS_ANNOTATION",
     "NOT_SUPPORTED_PROVISIONER",
-    "claim_of_volume",
     "not_found",
     "pod_uses_claim",
     "pvc_claim_names",
@@ -40,25 +36,9 @@ def not_found(kind: str, name: str) -> str:
     return f'{_RESOURCE.get(kind, kind.lower())} "{name}" not found'
 
 
-def claim_of_volume(pod: Pod, volume: Mapping[str, Any]) -> tuple[str, bool] | None:
-    """(claim name, is generic ephemeral) of a pod volume, or None for a volume without a claim."""
-    pvc = volume.get("persistentVolumeClaim")
-    if isinstance(pvc, Mapping):
-        return str(pvc.get("claimName") or ""), False
-    if volume.get("ephemeral") is not None:
-        # ephemeral.VolumeClaimName: the controller names the claim <pod>-<volume>.
-        return f"{pod.name}-{volume.get('name', '')}", True
-    return None
-
-
 def pvc_claim_names(pod: Pod) -> list[str]:
     """The claims a pod names in ``persistentVolumeClaim`` volumes (generic ephemeral ones not)."""
-    names = []
-    for vol in pod.volumes:
-        claim = claim_of_volume(pod, vol)
-        if claim is not None and not claim[1]:
-            names.append(claim[0])
-    return names
+    return [vol.claim_name for vol in pod.volumes if vol.claim_name is not None and not vol.ephemeral]
 
 
 def pod_uses_claim(pod: Pod, pvc: PersistentVolumeClaim, *, ephemeral: bool) -> bool:
@@ -68,11 +48,7 @@ def pod_uses_claim(pod: Pod, pvc: PersistentVolumeClaim, *, ephemeral: bool) -> 
     if pvc.metadata.namespace != pod.namespace:
         return False
     name = pvc.metadata.name
-    for vol in pod.volumes:
-        claim = claim_of_volume(pod, vol)
-        if claim is not None and claim[0] == name and (ephemeral or not claim[1]):
-            return True
-    return False
+    return any(vol.claim_name == name and (ephemeral or not vol.ephemeral) for vol in pod.volumes)
 
 
 def volume_is_for_pod(pod: Pod, pvc: PersistentVolumeClaim) -> str | None:

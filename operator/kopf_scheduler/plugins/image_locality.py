@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.volumes import IMAGE
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -79,10 +80,9 @@ def _container_images(pod: Pod) -> tuple[list[str], int]:
                 if isinstance(c, Mapping):
                     images.append(str(c.get("image") or ""))
         for vol in pod.volumes:
-            image = vol.get("image")
-            if isinstance(image, Mapping):
+            if vol.source.kind == IMAGE:
                 count += 1
-                images.append(str(image.get("reference") or ""))
+                images.append(vol.source.image_reference)
         return images, count
     return list(pod.images), len(pod.images)
 

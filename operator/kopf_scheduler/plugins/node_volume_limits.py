@@ -23,13 +23,13 @@ from typing import Any
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.storage import (
-    IN_TREE_VOLUME_ID,
     CSINode,
     InTreeVolumeSource,
     PersistentVolume,
     PersistentVolumeClaim,
     VolumeAttachment,
 )
+from kopf_scheduler.api.volumes import PERSISTENT_VOLUME_CLAIM, PodVolume
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -46,7 +46,6 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import (
-    claim_of_volume,
     not_found,
     pod_uses_claim,
     volume_is_for_pod,
@@ -83,15 +82,6 @@ def _is_csi_migration_on(csi_node: CSINode | None, plugin: str) -> bool:
     return csi_node is not None and plugin in _DRIVER_OF_PLUGIN
 
 
-def _in_tree_source(volume: Mapping[str, Any]) -> InTreeVolumeSource | None:
-    """An inline in-tree source of a pod volume, as a PV's view carries it."""
-    for key, id_field in IN_TREE_VOLUME_ID.items():
-        value = volume.get(key)
-        if isinstance(value, Mapping):
-            return InTreeVolumeSource(key, str(value.get(id_field) or ""))
-    return None
-
-
 def _ebs_volume_id(volume_id: str) -> str:
     """``KubernetesVolumeIDToEBSVolumeID``: ``aws://zone/vol-123`` names ``vol-123``."""
     if volume_id.startswith("aws://"):
@@ -118,9 +108,9 @@ def _volume_limits(csi_node: CSINode | None) -> dict[str, int]:
     return {d.name: d.allocatable_count for d in csi_node.drivers if d.allocatable_count is not None}
 
 
-def _inline_driver(vol: Mapping[str, Any]) -> str | None:
+def _inline_driver(vol: PodVolume) -> str | None:
     """The CSI driver of an inline volume the translation library can migrate, else None."""
-    return next((d for key, d in _INLINE_MIGRATABLE.items() if isinstance(vol.get(key), Mapping)), None)
+    return _INLINE_MIGRATABLE.get(vol.source.kind)
 
 
 def _csi_node_drivers(csi_node: CSINode | None) -> set[str]:
@@ -181,7 +171,7 @@ class NodeVolumeLimits(Plugin):
         if not deleted.node_name and not deleted.nominated_node_name:
             return QueueingHint.QUEUE_SKIP
         for vol in deleted.volumes:
-            if claim_of_volume(deleted, vol) is not None or _inline_driver(vol) is not None:
+            if vol.claim_name is not None or _inline_driver(vol) is not None:
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
@@ -201,7 +191,7 @@ class NodeVolumeLimits(Plugin):
         deleted = old if old is not None else new
         attacher = deleted.attacher if deleted is not None else ""
         for vol in pod.volumes:
-            if isinstance(vol.get("persistentVolumeClaim"), Mapping):
+            if vol.source.kind == PERSISTENT_VOLUME_CLAIM:
                 return QueueingHint.QUEUE
             driver = _inline_driver(vol)
             if driver is not None and driver == attacher:
@@ -218,7 +208,7 @@ class NodeVolumeLimits(Plugin):
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         for vol in pod.volumes:
-            if claim_of_volume(pod, vol) is not None or _inline_driver(vol) is not None:
+            if vol.claim_name is not None or _inline_driver(vol) is not None:
                 state.write(PRE_FILTER_STATE_KEY, _PreFilterState(self._attachments_by_node()))
                 return None, None
         return None, Status(Code.SKIP)
@@ -306,11 +296,10 @@ class NodeVolumeLimits(Plugin):
         """
         claims = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
         for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is None:
+            name = vol.claim_name
+            if name is None:
                 self._check_attachable_inline_volume(vol, csi_node, result)
                 continue
-            name, ephemeral = claim
             if not name:
                 return "PersistentVolumeClaim had no name"
             pvc = claims.get(f"{pod.namespace}/{name}")
@@ -320,7 +309,7 @@ class NodeVolumeLimits(Plugin):
                         f"looking up PVC {pod.namespace}/{name}: {not_found('PersistentVolumeClaim', name)}"
                     )
                 continue
-            if ephemeral:
+            if vol.ephemeral:
                 err = volume_is_for_pod(pod, pvc)
                 if err:
                     return err
@@ -332,9 +321,9 @@ class NodeVolumeLimits(Plugin):
 
     @staticmethod
     def _check_attachable_inline_volume(
-        vol: Mapping[str, Any], csi_node: CSINode | None, result: dict[str, str]
+        vol: PodVolume, csi_node: CSINode | None, result: dict[str, str]
     ) -> None:
-        source = _in_tree_source(vol)
+        source = vol.source.in_tree
         if source is None:
             return
         plugin, driver = _IN_TREE[source.source]

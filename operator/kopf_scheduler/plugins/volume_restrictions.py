@@ -9,13 +9,14 @@ PreFilter keeps a count that preemption's add_pod/remove_pod adjust.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.storage import PersistentVolumeClaim
+from kopf_scheduler.api.volumes import ISCSI, RBD, PodVolume, VolumeSource
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -43,7 +44,7 @@ ERR_REASON_RWOP_CONFLICT = (
     "already in-use by another pod"
 )
 
-_RESTRICTED_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+_RESTRICTED_SOURCES = frozenset(("gcePersistentDisk", "awsElasticBlockStore", RBD, ISCSI))
 
 
 @dataclass(slots=True)
@@ -62,50 +63,45 @@ class _PreFilterState:
         )
 
 
-def _needs_restrictions_check(volume: Mapping[str, Any]) -> bool:
-    return any(volume.get(source) is not None for source in _RESTRICTED_SOURCES)
+def _needs_restrictions_check(volume: PodVolume) -> bool:
+    return volume.source.kind in _RESTRICTED_SOURCES
 
 
-def _source(volume: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    value = volume.get(key)
-    return value if isinstance(value, Mapping) else None
-
-
-def _same_unless_read_only(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> bool:
-    return a.get(key) == b.get(key) and not (a.get("readOnly") and b.get("readOnly"))
-
-
-def _is_volume_conflict(volume: Mapping[str, Any], pod: Pod) -> bool:
-    """Does ``volume`` (of the incoming pod) clash with any volume of ``pod``?"""
-    gce = _source(volume, "gcePersistentDisk")
-    ebs = _source(volume, "awsElasticBlockStore")
-    iscsi = _source(volume, "iscsi")
-    rbd = _source(volume, "rbd")
+def _is_volume_conflict(volume: VolumeSource, pod: Pod) -> bool:
+    """Does ``volume`` (a source of the incoming pod) clash with any volume of ``pod``?"""
+    kind = volume.kind
     for existing in pod.volumes:
-        other = _source(existing, "gcePersistentDisk")
-        if gce is not None and other is not None and _same_unless_read_only(gce, other, "pdName"):
-            return True
-        other = _source(existing, "awsElasticBlockStore")
-        if ebs is not None and other is not None and ebs.get("volumeID") == other.get("volumeID"):
-            return True
-        other = _source(existing, "iscsi")
-        if iscsi is not None and other is not None and _same_unless_read_only(iscsi, other, "iqn"):
-            return True
-        other = _source(existing, "rbd")
-        if rbd is not None and other is not None:
-            monitors = set(rbd.get("monitors") or ())
+        other = existing.source
+        if other.kind != kind:
+            continue
+        if kind == "awsElasticBlockStore":
+            # The same EBS volume conflicts even when every mount is read-only.
+            if volume.in_tree == other.in_tree:
+                return True
+        elif volume.read_only and other.read_only:
+            continue
+        elif kind == "gcePersistentDisk":
+            if volume.in_tree == other.in_tree:
+                return True
+        elif kind == ISCSI:
+            if volume.iscsi_iqn == other.iscsi_iqn:
+                return True
+        elif kind == RBD:
+            # The same image in the same pool through a Ceph monitor both name.
+            a, b = volume.rbd, other.rbd
             if (
-                monitors.intersection(other.get("monitors") or ())
-                and (rbd.get("pool") or "rbd") == (other.get("pool") or "rbd")
-                and rbd.get("image") == other.get("image")
-                and not (rbd.get("readOnly") and other.get("readOnly"))
+                a is not None
+                and b is not None
+                and not set(a.monitors).isdisjoint(b.monitors)
+                and a.pool == b.pool
+                and a.image == b.image
             ):
                 return True
     return False
 
 
 def _satisfy_volume_conflicts(pod: Pod, pods: Iterable[Pod]) -> bool:
-    restricted = [v for v in pod.volumes if _needs_restrictions_check(v)]
+    restricted = [v.source for v in pod.volumes if _needs_restrictions_check(v)]
     if not restricted:
         return True
     existing = list(pods)

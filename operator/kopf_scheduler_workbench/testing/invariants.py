@@ -57,6 +57,7 @@ from kopf_scheduler.api.types import (
     Resource,
     TopologySpreadConstraint,
 )
+from kopf_scheduler.api.volumes import PERSISTENT_VOLUME_CLAIM
 from kopf_scheduler.dra import ExtendedResources
 
 __all__ = [
@@ -435,7 +436,7 @@ def check(
                 continue
             if pod.scheduling_gates or pod.pod_group:  # gated, or placed only with its group
                 continue
-            if any("persistentVolumeClaim" in v for v in pod.volumes):
+            if any(v.source.kind == PERSISTENT_VOLUME_CLAIM for v in pod.volumes):
                 continue
             for name, node in nodes.items():
                 if node.unschedulable or any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints):

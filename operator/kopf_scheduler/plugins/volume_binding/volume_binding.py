@@ -21,6 +21,7 @@ from kopf_scheduler.api.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
+from kopf_scheduler.api.volumes import CSI
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -41,7 +42,6 @@ from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import (
     MIGRATED_PLUGINS_ANNOTATION,
     NOT_SUPPORTED_PROVISIONER,
-    claim_of_volume,
     not_found,
     pod_uses_claim,
     volume_is_for_pod,
@@ -183,8 +183,7 @@ class VolumeBinding(Plugin):
         """Queue a pod with an inline CSI volume of a driver that stopped tracking capacity."""
         name = new.metadata.name
         for vol in pod.volumes:
-            csi = vol.get("csi")
-            if not isinstance(csi, Mapping) or csi.get("driver") != name:
+            if vol.source.kind != CSI or vol.source.csi_driver != name:
                 continue
             if old.storage_capacity and not new.storage_capacity:
                 return QueueingHint.QUEUE
@@ -220,10 +219,10 @@ class VolumeBinding(Plugin):
         has_pvc = False
         claims = kinds.objects_of(self._objects, kinds.PERSISTENT_VOLUME_CLAIM)
         for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is None:
+            name = vol.claim_name
+            if name is None:
                 continue
-            name, ephemeral = claim
+            ephemeral = vol.ephemeral
             has_pvc = True
             pvc = claims.get(f"{pod.namespace}/{name}")
             if pvc is None:
@@ -256,14 +255,13 @@ class VolumeBinding(Plugin):
         immediate: list[PersistentVolumeClaim] = []
         objects = self._objects
         for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is None:
+            if vol.claim_name is None:
                 continue
-            key = f"{pod.namespace}/{claim[0]}"
+            key = f"{pod.namespace}/{vol.claim_name}"
             pvc = self.pvc_cache.get(objects, key)
             if pvc is None:
-                raise VolumeError(f'error getting PVC "{key}": {not_found(PVC, claim[0])}')
-            if claim[1]:
+                raise VolumeError(f'error getting PVC "{key}": {not_found(PVC, vol.claim_name)}')
+            if vol.ephemeral:
                 err = volume_is_for_pod(pod, pvc)
                 if err:
                     raise VolumeError(err)
@@ -580,10 +578,9 @@ class VolumeBinding(Plugin):
     def _are_pod_volumes_bound(self, pod: Pod) -> bool:
         objects = self._objects
         for vol in pod.volumes:
-            claim = claim_of_volume(pod, vol)
-            if claim is None:
+            if vol.claim_name is None:
                 continue
-            pvc = self.pvc_cache.get(objects, f"{pod.namespace}/{claim[0]}")
+            pvc = self.pvc_cache.get(objects, f"{pod.namespace}/{vol.claim_name}")
             if pvc is None or not pvc.is_fully_bound:
                 return False
         return True
