@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from kopf_scheduler.api.core import parse_namespace
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
+from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cache import Cache
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.events import node_scheduling_properties_change
@@ -272,6 +274,9 @@ def node_with(name: str, **kwargs: Any) -> Node:
 
 
 NO_SCHEDULE = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
+READY_AT_1 = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z", "reason": "A"}
+READY_AT_2 = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:40Z", "reason": "B"}
+NOT_READY = {"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:40Z"}
 
 
 @pytest.mark.parametrize(
@@ -284,6 +289,8 @@ NO_SCHEDULE = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
         ({}, {"unschedulable": True}, []),  # becoming unschedulable helps nobody
         ({}, {"conditions": [{"type": "Ready", "status": "True"}]}, [ActionType.UPDATE_NODE_CONDITION]),
         ({}, {"annotations": {"a": "b"}}, [ActionType.UPDATE_NODE_ANNOTATION]),
+        ({"conditions": [READY_AT_1]}, {"conditions": [READY_AT_2]}, []),  # a heartbeat is no change
+        ({"conditions": [READY_AT_1]}, {"conditions": [NOT_READY]}, [ActionType.UPDATE_NODE_CONDITION]),
         ({}, {}, []),
         (
             {"taints": NO_SCHEDULE},
@@ -293,9 +300,29 @@ NO_SCHEDULE = [{"key": "k", "value": "v", "effect": "NoSchedule"}]
     ],
 )
 def test_node_update_events(old: dict[str, Any], new: dict[str, Any], expected: list[ActionType]) -> None:
-    events = node_scheduling_properties_change(node_with("n", **old), node_with("n", **new))
+    before, after = node_with("n", **old), node_with("n", **new)
+    events = node_scheduling_properties_change(before, after)
     assert [e.action for e in events] == expected
     assert all(e.resource == EventResource.NODE for e in events)
+    # The parsed fields decide, not the raw object (the engine never reads node.raw).
+    unraw = node_scheduling_properties_change(
+        dataclasses.replace(before, raw={}), dataclasses.replace(after, raw={})
+    )
+    assert unraw == events
+
+
+def test_node_conditions_and_annotations_parse_once() -> None:
+    node = node_with(
+        "n", conditions=[READY_AT_1, {"type": "DiskPressure", "status": "False"}], annotations={"a": "b"}
+    )
+    assert node.conditions == {"Ready": "True", "DiskPressure": "False"}
+    assert node.annotations == {"a": "b"}
+    with pytest.raises(ObjectError) as err:
+        node_with("n", conditions=["Ready"])
+    assert err.value.path == "status.conditions[0]"
+    with pytest.raises(ObjectError) as err:
+        node_with("n", annotations={"a": 1})
+    assert err.value.path == "metadata.annotations.a"
 
 
 @pytest.mark.parametrize(

@@ -187,6 +187,9 @@ class Node:
     images: tuple[tuple[tuple[str, ...], int], ...] = ()  # (names, sizeBytes)
     declared_features: tuple[str, ...] = ()  # status.declaredFeatures, as listed (kubelet sorts it)
     resource_version: str = ""
+    # Read by the queue only: a change of either is a node update event of its own.
+    annotations: dict[str, str] = field(default_factory=dict)
+    conditions: dict[str, str] = field(default_factory=dict)  # status.conditions: type -> status
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -486,8 +489,21 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
             str(f) for f in as_list(status.get("declaredFeatures"), "status.declaredFeatures")
         ),
         resource_version=str(meta.get("resourceVersion") or ""),
+        annotations=as_str_map(meta.get("annotations"), "metadata.annotations"),
+        conditions=_node_conditions(status.get("conditions")),
         raw=obj,
     )
+
+
+def _node_conditions(raw: Any) -> dict[str, str]:
+    """``status.conditions`` as type -> status: all the queue compares of them (the reference's
+    ``extractNodeConditionsChange`` strips the heartbeat and transition times, reason, message)."""
+    out: dict[str, str] = {}
+    for i, cond in enumerate(as_list(raw, "status.conditions")):
+        if type(cond) is not dict:
+            cond = as_mapping(cond, f"status.conditions[{i}]")
+        out[str(cond.get("type") or "")] = str(cond.get("status") or "")
+    return out
 
 
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:

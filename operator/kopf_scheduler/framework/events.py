@@ -224,21 +224,6 @@ def _scaled_down(old: Pod, new: Pod) -> bool:
     return any(before > after for before, after in pairs if before)
 
 
-def _conditions(node: Node) -> dict[str, Any]:
-    status = node.raw.get("status") if node.raw else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    out: dict[str, Any] = {}
-    for cond in conditions or ():
-        if isinstance(cond, Mapping):
-            out[str(cond.get("type"))] = cond.get("status")
-    return out
-
-
-def _annotations(node: Node) -> Any:
-    meta = node.raw.get("metadata") if node.raw else None
-    return meta.get("annotations") or {} if isinstance(meta, Mapping) else {}
-
-
 def node_scheduling_properties_change(old: Node, new: Node) -> list[ClusterEvent]:
     """The node update events, in the reference's order (``NodeSchedulingPropertiesChange``).
 
@@ -254,9 +239,9 @@ def node_scheduling_properties_change(old: Node, new: Node) -> list[ClusterEvent
         actions.append((ActionType.UPDATE_NODE_LABEL, "NodeUpdateNodeLabel"))
     if old.taints != new.taints:
         actions.append((ActionType.UPDATE_NODE_TAINT, "NodeUpdateNodeTaint"))
-    if _conditions(old) != _conditions(new):
+    if old.conditions != new.conditions:
         actions.append((ActionType.UPDATE_NODE_CONDITION, "NodeUpdateNodeCondition"))
-    if _annotations(old) != _annotations(new):
+    if old.annotations != new.annotations:
         actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeUpdateNodeAnnotation"))
     if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
         actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeUpdateNodeDeclaredFeature"))
