@@ -9,6 +9,7 @@ build their engine here; they differ only in the client they pass (the apiserver
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +22,15 @@ from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.extender import Extender
 from kopf_scheduler.framework.registry import Registry
+from kopf_scheduler.framework.runtime import FrameworkServices
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.metrics.recorder import MetricsRecorder, NoopMetrics
 from kopf_scheduler.queue.nominator import Nominator
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
+from kopf_scheduler.queue.scheduling_queue import (
+    DEFAULT_POD_INITIAL_BACKOFF,
+    DEFAULT_POD_MAX_BACKOFF,
+    PriorityQueue,
+)
 from kopf_scheduler.scheduler.profiles import ProfileSet
 from kopf_scheduler.scheduler.schedule_one import EVENT_WORKERS, FitErrorHook, Scheduler
 
@@ -56,6 +63,9 @@ def new_engine(
     extenders: Sequence[Extender] = (),
     with_default: bool = True,
     on_fit_error: FitErrorHook | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    pod_initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
+    pod_max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
 ) -> Engine:
     """Build an engine around ``client``.
 
@@ -67,28 +77,44 @@ def new_engine(
     ``extenders`` are the HTTP extenders (the edge builds them from a KubeSchedulerConfiguration:
     ``cluster.extender.build_extenders``), fixed for the engine's lifetime as in the reference.
     ``on_fit_error`` is spawned after each FitError's report (``run --explain-annotation``).
-    Every hook is wired here, at construction: nothing is attached to the parts afterwards.
+    ``clock`` is the queue's and the scheduler's; the backoffs are the queue's (the reference's
+    ``WithPodInitialBackoffSeconds``/``WithPodMaxBackoffSeconds``).
+    Every part and hook is wired here, at construction: nothing is attached to the parts
+    afterwards. The profiles are built with the services the scheduler shares with their plugins,
+    so a profile rebuilt later (a SchedulerProfile edit) gets the same ones.
     """
     recorder = metrics if metrics is not None else NoopMetrics()
     cache = Cache()
-    queue = PriorityQueue(nominator=Nominator(), metrics=recorder)
-    profile_set = ProfileSet(profiles, registry, with_default=with_default)
+    queue = PriorityQueue(
+        clock=clock,
+        initial_backoff=pod_initial_backoff,
+        max_backoff=pod_max_backoff,
+        nominator=Nominator(),
+        metrics=recorder,
+    )
     store = objects if objects is not None else cache.objects
+    services = FrameworkServices(
+        snapshot=Snapshot(),
+        objects=store,
+        client=client,
+        nominator=queue.nominator,
+        metrics=recorder,
+        pod_groups=cache.pod_groups,
+        # DRA's shared state (claims in flight, CEL and pool caches), one per object store.
+        dra=DraManager(store),
+        opportunistic_batching=opportunistic_batching,
+        extenders=tuple(extenders),
+    )
+    profile_set = ProfileSet(profiles, registry, services=services, queue=queue, with_default=with_default)
     scheduler = Scheduler(
         cache,
         queue,
-        client,
         profile_set,
         parallel_binds=parallel_binds,
         event_workers=event_workers,
         rng=rng,
-        metrics=recorder,
-        objects=store,
-        opportunistic_batching=opportunistic_batching,
-        extenders=extenders,
+        clock=clock,
         on_fit_error=on_fit_error,
-        # DRA's shared state (claims in flight, CEL and pool caches), one per object store.
-        dra=DraManager(store),
     )
     if is_responsible is None:
 

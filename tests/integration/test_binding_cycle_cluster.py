@@ -13,17 +13,14 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.objects import Pod, parse_node, parse_pod
-from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import from_kubeconfig
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.plugins.default_binder import DefaultBinder
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
-from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.controlplane import ControlPlane
 
 from .test_operator_helpers import create, fresh_namespace, get_json, node, pod
@@ -67,9 +64,10 @@ async def hold_then(plane: ControlPlane, namespace: str, verdict: str) -> tuple[
     raw_pod = get_json(plane, "pod", pod_name, "-n", namespace)
     api = ApiClient(from_kubeconfig(plane.kubeconfig))
     client = KubeClusterClient(api)
-    cache, queue = Cache(), PriorityQueue()
-    profiles = ProfileSet([load_profile(SPEC, REG)], REG, with_default=False)
-    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(0))
+    engine = new_engine(
+        client, [load_profile(SPEC, REG)], registry=REG, rng=random.Random(0), with_default=False
+    )
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     cache.add_node(parse_node(get_json(plane, "node", node_name)))
     held = parse_pod(raw_pod)
     queue.add(held)

@@ -11,7 +11,6 @@ place of the HTTP one. Cases the real apiserver does let through are in
 from __future__ import annotations
 
 import copy
-import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable
@@ -143,13 +142,9 @@ class Edge:
 
     def __init__(self) -> None:
         creds = Credentials(kopf.ConnectionInfo(server="https://127.0.0.1:9"))
-        self.rt = SchedulerRuntime(Options(standalone=True, metrics_port=None, identity="unit"), creds)
         self.client = FakeClusterClient()
-        self.rt.client = self.client  # type: ignore[assignment]
-        self.rt.scheduler.client = self.client
-        services = self.rt.profiles.services
-        assert services is not None
-        self.rt.profiles.bind(dataclasses.replace(services, client=self.client), self.rt.queue)
+        options = Options(standalone=True, metrics_port=None, identity="unit")
+        self.rt = SchedulerRuntime(options, creds, client=self.client)  # type: ignore[arg-type]
         self.statuses: dict[str, dict[str, Any]] = {}
 
         async def write_status(name: str, status: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import pytest
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.client import TransientError
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
@@ -20,7 +21,6 @@ from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
 from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
@@ -107,8 +107,9 @@ def setup(*plugins: str) -> tuple[Scheduler, Cache, PriorityQueue, OrderedClient
             }
         },
     }
-    cache, queue, client = Cache(), PriorityQueue(), OrderedClient()
-    sched = Scheduler(cache, queue, client, ProfileSet([load_profile(spec, REG)], REG), rng=random.Random(1))
+    client = OrderedClient()
+    engine = new_engine(client, [load_profile(spec, REG)], registry=REG, rng=random.Random(1))
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     client.on_bind = lambda pod, node: cache.add_pod(dataclasses.replace(pod, node_name=node))
     cache.add_node(make_node("n0", cpu="2"))
     return sched, cache, queue, client
@@ -259,10 +260,12 @@ def _default_profile_with_a_wait_for_first_consumer_claim() -> tuple[Scheduler, 
         },
         "PersistentVolume": {},
     }
-    cache, queue, client = Cache(), PriorityQueue(), OrderedClient()
+    client = OrderedClient()
     client.objects = objects
-    profiles = ProfileSet([load_profile({"schedulerName": "kopf-scheduler"})])
-    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(1), objects=objects)
+    engine = new_engine(
+        client, [load_profile({"schedulerName": "kopf-scheduler"})], objects=objects, rng=random.Random(1)
+    )
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     cache.add_node(make_node("n0", cpu="2"))
     return sched, queue, client
 

@@ -1,5 +1,7 @@
 """new_engine wires every hook at construction (issue 29): the served profiles and the FitError
-hook are its parameters, never attributes set on the parts afterwards."""
+hook are its parameters, never attributes set on the parts afterwards; the profiles come built
+with the services the scheduler shares with their plugins, and a profile set later (a
+SchedulerProfile edit) is built with the same ones."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME
 from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.diagnosis import FitError
-from kopf_scheduler.framework.profiles import default_profile
+from kopf_scheduler.framework.profiles import default_profile, load_profile
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 
@@ -45,3 +47,28 @@ async def test_the_fit_error_hook_is_called_with_each_fit_error() -> None:
         pass
     await engine.scheduler.wait_for_bindings()
     assert seen == [(DEFAULT_SCHEDULER_NAME, "default/big", 1)]
+
+
+async def test_a_profile_set_later_is_built_with_the_engines_services_and_configures_its_queue() -> None:
+    client = MemoryClusterClient()
+    engine = new_engine(client)
+    sched = engine.scheduler
+    # What the SchedulerProfile controller does on an edit: no SchedulingGates in "other".
+    spec = {"schedulerName": "other", "plugins": {"preEnqueue": {"disabled": [{"name": "SchedulingGates"}]}}}
+    other = engine.profiles.set(load_profile(spec))
+    default = engine.profiles.get(DEFAULT_SCHEDULER_NAME)
+    assert default is not None
+    for fw in (default, other):
+        assert fw.snapshot is sched.snapshot and fw.client is client and fw.nominator is sched.nominator
+    assert other.dra is default.dra  # one DRA manager for every profile, its claims in flight kept
+    engine.handlers.add_node(make_node("n1", cpu="2"))
+    # The queue asks the new profile's PreEnqueue plugins: its gated pod is not held back.
+    gates = [{"name": "wait"}]
+    engine.handlers.add_pod(make_pod("mine", cpu="1", schedulingGates=gates))
+    engine.handlers.add_pod(make_pod("theirs", cpu="1", scheduler_name="other", schedulingGates=gates))
+    assert engine.queue.pending_pods()["gated"] == 1
+    while await sched.schedule_one():
+        pass
+    await sched.wait_for_bindings()
+    # Bound through the engine's client by the new profile's binder, on the scheduler's snapshot.
+    assert client.bindings == {"default/theirs": "n1"}

@@ -7,13 +7,9 @@ import json
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.cache.cache import Cache
-from kopf_scheduler.eventhandlers import EventHandlers
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.diagnosis import FitError
 from kopf_scheduler.framework.fit_summary import fit_summary
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
-from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
@@ -26,10 +22,9 @@ def _fail(nodes: list[Any], pod: Pod, limit: int = 4096) -> tuple[dict[str, Any]
         seen.append((profile, p, fit))
 
     async def go() -> str:
-        cache, queue, client = Cache(), PriorityQueue(), FakeClusterClient()
-        profiles = ProfileSet()
-        sched = Scheduler(cache, queue, client, profiles, on_fit_error=hook)
-        handlers = EventHandlers(cache, queue, lambda _: True)
+        client = FakeClusterClient()
+        engine = new_engine(client, on_fit_error=hook)
+        sched, handlers = engine.scheduler, engine.handlers
         for n in nodes:
             handlers.add_node(n)
         handlers.add_pod(pod)

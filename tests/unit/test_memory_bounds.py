@@ -13,13 +13,10 @@ import random
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cluster.client import EVENT_SERIES_WINDOW, KubeClusterClient
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.plugins.inter_pod_affinity import InterPodAffinity
-from kopf_scheduler.queue.nominator import Nominator
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
 from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
@@ -92,12 +89,9 @@ async def test_event_series_expire_after_the_window() -> None:
 
 
 def _engine() -> tuple[Scheduler, EventHandlers, FakeClusterClient]:
-    cache = Cache()
-    queue = PriorityQueue(nominator=Nominator())
     client = FakeClusterClient()
-    profiles = ProfileSet()
-    scheduler = Scheduler(cache, queue, client, profiles, rng=random.Random(1))
-    handlers = EventHandlers(cache, queue, lambda p: p.scheduler_name in profiles)
+    engine = new_engine(client, rng=random.Random(1))
+    scheduler, handlers = engine.scheduler, engine.handlers
     for i in range(6):
         handlers.add_node(make_node(f"n{i}", cpu="4", memory="16Gi", pods="40"))
     return scheduler, handlers, client

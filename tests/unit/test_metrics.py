@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.client import NotFound
 from kopf_scheduler.framework.interface import Code, CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
@@ -25,9 +25,6 @@ from kopf_scheduler.metrics.prometheus import PENDING_QUEUES, PrometheusMetrics,
 from kopf_scheduler.metrics.recorder import NoopMetrics, attempts_label
 from kopf_scheduler.plugins.default_binder import DefaultBinder
 from kopf_scheduler.plugins.priority_sort import PrioritySort
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
-from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
@@ -76,13 +73,12 @@ class Env:
         self.metrics = PrometheusMetrics(
             self.registry, rng=rng if rng is not None else AlwaysSample(), plugin_buffer=10**9
         )
-        self.cache = Cache()
-        self.queue = PriorityQueue(metrics=self.metrics, **({"clock": clock} if clock else {}))
-        self.metrics.watch_pending_pods(self.queue.pending_pods)
         self.client = FakeClusterClient()
-        self.sched = Scheduler(
-            self.cache, self.queue, self.client, ProfileSet(), rng=random.Random(1), metrics=self.metrics
+        engine = new_engine(
+            self.client, rng=random.Random(1), metrics=self.metrics, **({"clock": clock} if clock else {})
         )
+        self.cache, self.queue, self.sched = engine.cache, engine.queue, engine.scheduler
+        self.metrics.watch_pending_pods(self.queue.pending_pods)
 
     def value(self, name: str, **labels: str) -> float:
         got = self.registry.get_sample_value(name, labels)
@@ -467,9 +463,8 @@ def test_attempts_label_is_capped() -> None:
 
 
 def test_noop_recorder_is_the_default_and_samples_nothing() -> None:
-    cache = Cache()
-    queue = PriorityQueue()
-    sched = Scheduler(cache, queue, FakeClusterClient(), ProfileSet(), rng=random.Random(1))
+    engine = new_engine(FakeClusterClient(), rng=random.Random(1))
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     assert isinstance(sched.metrics, NoopMetrics) and isinstance(queue.metrics, NoopMetrics)
     assert not sched.metrics.sample_plugin_metrics()
     cache.add_node(make_node("n1"))

@@ -11,13 +11,13 @@ import pytest
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.client import ApiError, Conflict
 from kopf_scheduler.framework.interface import CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
 from kopf_scheduler.scheduler.schedule_one import Scheduler, num_feasible_nodes_to_find
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
@@ -75,11 +75,9 @@ SPEC = {
 def setup(
     nodes: int = 3, cpu: str = "2", seed: int = 1
 ) -> tuple[Scheduler, Cache, PriorityQueue, FakeClusterClient]:
-    cache = Cache()
-    queue = PriorityQueue()
     client = FakeClusterClient()
-    profiles = ProfileSet([load_profile(SPEC, REG)], REG)
-    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(seed))
+    engine = new_engine(client, [load_profile(SPEC, REG)], registry=REG, rng=random.Random(seed))
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
 
     def bound(pod: Pod, node: str) -> None:
         import dataclasses
@@ -267,7 +265,8 @@ async def test_next_start_index_rotates() -> None:
 
 
 def test_profile_set_default_and_remove() -> None:
-    profiles = ProfileSet([load_profile(SPEC, REG)], REG, with_default=False)
+    engine = new_engine(FakeClusterClient(), [load_profile(SPEC, REG)], registry=REG, with_default=False)
+    profiles = engine.profiles
     assert profiles.names() == ["kopf-scheduler"]
     other = load_profile({**SPEC, "schedulerName": "other"}, REG)
     profiles.set(other)

@@ -12,6 +12,7 @@ import pytest
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -29,7 +30,6 @@ from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import WaitingPod
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
 from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
@@ -108,11 +108,9 @@ def setup(
         "schedulerName": "kopf-scheduler",
         "plugins": {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}},
     }
-    cache = Cache()
-    queue = PriorityQueue()
     client = FakeClusterClient()
-    profiles = ProfileSet([load_profile(spec, REG)], REG)
-    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(0))
+    engine = new_engine(client, [load_profile(spec, REG)], registry=REG, rng=random.Random(0))
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     for i in range(2):
         cache.add_node(make_node(f"n{i}", cpu="2"))
     return sched, cache, queue, client

@@ -13,14 +13,11 @@ import random
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import CycleState, Plugin, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.framework.registry import Registry
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
-from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
@@ -53,10 +50,16 @@ SPEC = {
 
 
 async def test_pod_failing_bind_with_an_error_is_retried_by_the_backoff_flush() -> None:
-    cache = Cache()
-    queue = PriorityQueue(initial_backoff=0.05, max_backoff=0.1)
     client = FakeClusterClient()
-    sched = Scheduler(cache, queue, client, ProfileSet([load_profile(SPEC, REG)], REG), rng=random.Random(1))
+    engine = new_engine(
+        client,
+        [load_profile(SPEC, REG)],
+        registry=REG,
+        rng=random.Random(1),
+        pod_initial_backoff=0.05,
+        pod_max_backoff=0.1,
+    )
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     client.on_bind = lambda pod, node: cache.add_pod(dataclasses.replace(pod, node_name=node))
     cache.add_node(make_node("n0", cpu="2"))
     pod = make_pod("p", cpu="1")

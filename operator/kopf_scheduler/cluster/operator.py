@@ -152,7 +152,15 @@ class InstrumentedClient(KubeClusterClient):
 class SchedulerRuntime:
     """Everything that runs next to Kopf: informers -> EventHandlers -> Scheduler -> client."""
 
-    def __init__(self, options: Options, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        options: Options,
+        credentials: Credentials | None = None,
+        *,
+        client: InstrumentedClient | None = None,
+    ) -> None:
+        """``client`` is the engine's (default: the apiserver's, instrumented and fenced by the
+        lead); the offline tests give an in-memory one here, as nothing is swapped in later."""
         from kopf_scheduler.engine import new_engine
 
         self.options = options
@@ -190,7 +198,7 @@ class SchedulerRuntime:
         # An extender's bind is a write too: the file's extenders, each fenced by the lead.
         self.extenders = tuple(HTTPExtender(e.config, fence=self.leader.may_act) for e in options.extenders)
         # Every write of the engine is fenced by the lead: nothing leaves a replica that may not act.
-        self.client = InstrumentedClient(
+        self.client = client if client is not None else InstrumentedClient(
             self.api, instance=f"kopf-scheduler-{options.identity}", fence=self.leader.may_act
         )
         on_fit_error = None

@@ -176,7 +176,7 @@ def _explain(world: World, fw: Framework, pod: Pod, nominated: str, notes: list[
         out.message, out.reason = "no nodes available to schedule pods", "Unschedulable"
         return out
     state = CycleState()
-    sched.next_start_node_index = 0
+    # The world's engine is new (one per explanation): its search starts at the first node.
     try:
         feasible, diagnosis, _ = sched.find_nodes_that_fit_pod(fw, state, pod)
     except FrameworkError as exc:

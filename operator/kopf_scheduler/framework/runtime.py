@@ -283,17 +283,19 @@ def _with_extender_ignored_resources(args: dict[str, Any], extenders: Sequence[E
 @dataclass(frozen=True, slots=True)
 class FrameworkServices:
     """What every profile's framework is built with and hands its plugins as the ``Handle``
-    (the reference's ``frameworkruntime.Option``s): fixed for the framework's lifetime."""
+    (the reference's ``frameworkruntime.Option``s), and what the scheduler shares with them:
+    built once by ``engine.new_engine``, fixed for the engine's lifetime (a profile rebuilt from a
+    SchedulerProfile edit gets the same ones)."""
 
-    snapshot: Snapshot | None = None
-    objects: Mapping[str, Mapping[str, Any]] | None = None
-    client: ClusterClient | None = None
-    nominator: PodNominator | None = None
+    snapshot: Snapshot  # the scheduler refreshes it each cycle; the plugins read it
+    objects: Mapping[str, Mapping[str, Any]]
+    client: ClusterClient
+    nominator: PodNominator
+    metrics: MetricsRecorder
+    pod_groups: PodGroupManager
+    dra: DraManager  # one for all profiles, kept across a rebuild (its claims in flight)
     parallelism: int = 16
-    metrics: MetricsRecorder | None = None
     clock: Callable[[], float] = time.monotonic
-    pod_groups: PodGroupManager | None = None
-    dra: DraManager | None = None  # None: each framework makes its own
     opportunistic_batching: bool = True  # the reference's OpportunisticBatching gate (beta, on)
     extenders: tuple[Extender, ...] = ()  # the scheduler's HTTP extenders (its PostFilter asks them)
 

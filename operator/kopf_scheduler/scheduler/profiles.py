@@ -1,5 +1,5 @@
 """The profiles a scheduler serves (the reference's ``profile.Map``): a framework per schedulerName,
-built with the scheduler's services, the queue configured from them."""
+built with the engine's services, the queue configured from them."""
 
 from __future__ import annotations
 
@@ -19,42 +19,39 @@ __all__ = ["ProfileSet"]
 class ProfileSet:
     """Frameworks by schedulerName; a profile can be swapped or removed between cycles.
 
+    Built with everything its frameworks need (``services``: their Handle) and the queue it
+    configures (PreEnqueue plugins, queueing hints, QueueSort), as the reference's ``scheduler.New``
+    builds ``profile.Map`` and the queue from it: a framework's handle is fixed at its
+    construction, so nothing is handed to it afterwards. A profile set or rebuilt later (a
+    SchedulerProfile edit) is built with the same services and reconfigures the same queue.
+
     Without any SchedulerProfile the default profile for ``kopf-scheduler`` exists; removing a
     custom ``kopf-scheduler`` profile restores that default.
     """
 
     def __init__(
         self,
-        specs: Iterable[SchedulerProfileSpec] = (),
-        registry: Registry | None = None,
+        specs: Iterable[SchedulerProfileSpec],
+        registry: Registry | None,
         *,
+        services: FrameworkServices,
+        queue: SchedulingQueue,
         with_default: bool = True,
-        services: FrameworkServices | None = None,
     ) -> None:
         self.registry = registry
-        self._with_default = with_default
         self.services = services
+        self.queue = queue
+        self._with_default = with_default
         self.frameworks: dict[str, Framework] = {}
-        self._queue: SchedulingQueue | None = None
         specs = list(specs)
         if with_default and not any(s.scheduler_name == DEFAULT_SCHEDULER_NAME for s in specs):
             specs.insert(0, default_profile(DEFAULT_SCHEDULER_NAME, registry))
         for spec in specs:
-            self.set(spec)
-
-    def bind(self, services: FrameworkServices, queue: SchedulingQueue) -> None:
-        """Build every framework (present and future) with the scheduler's services as its
-        Handle, and configure ``queue`` from them. Frameworks built before are rebuilt: a
-        plugin's handle is fixed at its construction."""
-        self.services = services
-        self._queue = queue
-        for name, fw in list(self.frameworks.items()):
-            self.frameworks[name] = self._replacing(fw, services.build(fw.profile, self.registry))
+            self.frameworks[spec.scheduler_name] = services.build(spec, registry)
         self._configure_queue()
 
     def set(self, spec: SchedulerProfileSpec) -> Framework:
-        services = self.services if self.services is not None else FrameworkServices()
-        fw = services.build(spec, self.registry)
+        fw = self.services.build(spec, self.registry)
         old = self.frameworks.get(spec.scheduler_name)
         self.frameworks[spec.scheduler_name] = self._replacing(old, fw) if old is not None else fw
         self._configure_queue()
@@ -87,8 +84,8 @@ class ProfileSet:
         return list(self.frameworks)
 
     def _configure_queue(self) -> None:
-        queue = self._queue
-        if queue is None or not self.frameworks:
+        queue = self.queue
+        if not self.frameworks:
             return
         frameworks = self.frameworks
         hints = {name: fw.queueing_hints() for name, fw in frameworks.items()}

@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,14 +23,12 @@ import numpy as np
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
-from kopf_scheduler.dra import DraManager
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, ScoredNodes
 from kopf_scheduler.framework.client import ApiError, ClusterClient, Conflict, NotFound
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NoNodesAvailable
 from kopf_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from kopf_scheduler.framework.extender import (
     EXTENDER_NAME,
-    Extender,
     extender_scores,
     extenders_binding,
     find_nodes_that_pass_extenders,
@@ -46,7 +44,7 @@ from kopf_scheduler.framework.interface import (
     is_success,
 )
 from kopf_scheduler.framework.preemption import lower_priority_nominated_pods
-from kopf_scheduler.framework.runtime import Framework, FrameworkError, FrameworkServices
+from kopf_scheduler.framework.runtime import Framework, FrameworkError
 from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import (
@@ -57,7 +55,6 @@ from kopf_scheduler.metrics.recorder import (
     SUCCESS,
     UNSCHEDULABLE_RESULT,
     MetricsRecorder,
-    NoopMetrics,
 )
 from kopf_scheduler.queue.interface import SchedulingQueue
 from kopf_scheduler.scheduler.cycle import (
@@ -126,36 +123,36 @@ class Scheduler:
         self,
         cache: SchedulerCache,
         queue: SchedulingQueue,
-        client: ClusterClient,
         profiles: ProfileSet,
         *,
         parallel_binds: int = 16,
         event_workers: int = EVENT_WORKERS,
         max_queued_events: int = MAX_QUEUED_EVENTS,
         rng: random.Random | None = None,
-        metrics: MetricsRecorder | None = None,
-        objects: Mapping[str, Mapping[str, Any]] | None = None,
         percentage_of_nodes_to_score: int = 0,
         clock: Callable[[], float] = time.monotonic,
-        opportunistic_batching: bool = True,
-        extenders: Sequence[Extender] = (),
         on_fit_error: FitErrorHook | None = None,
-        dra: DraManager | None = None,
     ) -> None:
+        """``profiles`` come built (``engine.new_engine``) around ``queue`` with the services the
+        scheduler shares with their plugins: the snapshot it refreshes and they read, the
+        client, the nominator, the object store, the metrics and the HTTP extenders."""
+        if profiles.queue is not queue:
+            raise ValueError("the profiles configure another queue than the scheduler's")
+        services = profiles.services
         self.cache = cache
         # HTTP extenders (``extenders[]`` of a KubeSchedulerConfiguration), in the reference's
         # order: the ignorable ones last. With none, the cycle runs synchronously as before.
-        self.extenders = tuple(extenders)
+        self.extenders = services.extenders
         self.queue = queue
-        self.client = client
+        self.client: ClusterClient = services.client
         self.profiles = profiles
         self.rng = rng if rng is not None else random.Random()
-        self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
+        self.metrics: MetricsRecorder = services.metrics
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.clock = clock
-        self.snapshot = Snapshot()
-        self.nominator: PodNominator = queue.nominator
-        self.objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else cache.objects
+        self.snapshot: Snapshot = services.snapshot
+        self.nominator: PodNominator = services.nominator
+        self.objects: Mapping[str, Mapping[str, Any]] = services.objects
         self.next_start_node_index = 0
         self._np_rng = np.random.default_rng(self.rng.getrandbits(64))  # batch lists' tie-breakers
         self._bind_sem = asyncio.Semaphore(parallel_binds)
@@ -172,21 +169,6 @@ class Scheduler:
         self._pod_group_cycle = PodGroupCycle(self)
         # Optional (``run --explain-annotation``): called with each FitError, writes a summary.
         self._on_fit_error = on_fit_error
-        profiles.bind(
-            FrameworkServices(
-                snapshot=self.snapshot,
-                objects=self.objects,
-                client=client,
-                nominator=self.nominator,
-                metrics=self.metrics,
-                pod_groups=cache.pod_groups,
-                # One for all profiles, kept when a profile is rebuilt (its claims in flight).
-                dra=dra if dra is not None else DraManager(self.objects),
-                opportunistic_batching=opportunistic_batching,
-                extenders=self.extenders,
-            ),
-            queue,
-        )
 
     # -- loop --
 

@@ -10,14 +10,11 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import DEFAULT_MULTI_POINT
+from kopf_scheduler.engine import new_engine
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.profiles import load_profile
 from kopf_scheduler.plugins.dynamic_resources import DynamicResources
-from kopf_scheduler.queue.scheduling_queue import PriorityQueue
-from kopf_scheduler.scheduler.profiles import ProfileSet
-from kopf_scheduler.scheduler.schedule_one import Scheduler
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod, pod_dict
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
 
@@ -48,11 +45,13 @@ def run_one(pod: Any, nominated: str = "") -> FakeClusterClient:
     import asyncio
 
     objects: dict[str, dict[str, Any]] = {"PersistentVolumeClaim": {}}
-    cache, queue, client = Cache(), PriorityQueue(), FakeClusterClient(objects=objects)
+    client = FakeClusterClient(objects=objects)
     if nominated:
         client.nominations[pod.key] = nominated
-    profiles = ProfileSet([load_profile(reference_default_spec())])
-    sched = Scheduler(cache, queue, client, profiles, rng=random.Random(0), objects=objects)
+    engine = new_engine(
+        client, [load_profile(reference_default_spec())], objects=objects, rng=random.Random(0)
+    )
+    sched, cache, queue = engine.scheduler, engine.cache, engine.queue
     for n in ("n0", "n1"):
         cache.add_node(make_node(n, cpu="1"))
     queue.add(pod)
