@@ -11,6 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopf_scheduler.api.containers import (
+    Container,
+    PodCondition,
+    has_bind_mount_options,
+    parse_conditions,
+    parse_containers,
+)
 from kopf_scheduler.api.meta import OwnerReference, parse_owner_references
 from kopf_scheduler.api.resources import (
     PodRequests,
@@ -117,7 +124,12 @@ class Pod:
     # NodeResourcesFit's forms where they differ from ``requests`` (see ``pod_requests``).
     spec_requests: Resource | None = None
     container_requests: Resource | None = None
-    images: tuple[str, ...] = ()
+    # The containers one by one (shared by the pods of a template): images, per-container requests.
+    init_containers: tuple[Container, ...] = ()
+    containers: tuple[Container, ...] = ()
+    ephemeral_containers: tuple[Container, ...] = ()
+    host_network: bool = False
+    host_users: bool | None = None  # None when not set (the default: the host's user namespace)
     volumes: tuple[PodVolume, ...] = ()
     scheduling_gates: tuple[str, ...] = ()
     owner_references: tuple[OwnerReference, ...] = ()
@@ -133,6 +145,7 @@ class Pod:
     resource_claim_statuses: tuple[tuple[str, str | None], ...] = ()
     # spec.schedulingGroup.podGroupName: the PodGroup (same namespace) this pod is a member of.
     pod_group: str = ""
+    conditions: tuple[PodCondition, ...] = ()  # status.conditions
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -158,6 +171,18 @@ class Pod:
         res = self.requests.clone()
         res.milli_cpu, res.memory = self.non_zero_cpu, self.non_zero_memory
         return res
+
+    @property
+    def images(self) -> tuple[str, ...]:
+        """The images init and regular containers name (those that name one), in that order."""
+        return tuple(c.image for group in (self.init_containers, self.containers) for c in group if c.image)
+
+    def condition(self, ctype: str) -> PodCondition | None:
+        """The first condition of that type (``podutil.GetPodCondition``)."""
+        for cond in self.conditions:
+            if cond.type == ctype:
+                return cond
+        return None
 
     @property
     def is_terminal(self) -> bool:
@@ -279,24 +304,40 @@ def _parse_spread(raw: Any) -> tuple[TopologySpreadConstraint, ...]:
     return tuple(parse_topology_spread(t, f"{path}[{i}]") for i, t in enumerate(as_list(raw, path)))
 
 
-def _images(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    images = []
-    for group in ("initContainers", "containers"):
-        for c in as_list(spec.get(group), f"spec.{group}"):
-            if isinstance(c, Mapping) and c.get("image"):
-                images.append(str(c["image"]))
-    return tuple(images)
+def _typed_containers(spec: Mapping[str, Any]) -> tuple[tuple[Container, ...], tuple[Container, ...]]:
+    return (
+        parse_containers(spec.get("initContainers"), "spec.initContainers"),
+        parse_containers(spec.get("containers"), "spec.containers"),
+    )
 
 
 # Frozen dataclasses and tuples of them: safe to share between pods.
 _AFFINITY = _Memo(parse_affinity)
 _TOLERATIONS = _Memo(_parse_tolerations)
 _SPREAD = _Memo(_parse_spread)
-_CONTAINERS: dict[Any, tuple[PodRequests, tuple[HostPort, ...], tuple[str, ...]]] = {}
+_Containers = tuple[PodRequests, tuple[HostPort, ...], tuple[Container, ...], tuple[Container, ...]]
+_CONTAINERS: dict[Any, _Containers] = {}
+
+
+def _host_ports_key(ports: Any) -> Any:
+    """What ``_host_ports`` reads of a container's ports: those that set ``hostPort`` (most ports
+    only document a containerPort, which nothing reads)."""
+    if ports is None:
+        return None
+    if type(ports) is not list:
+        raise _NoKey
+    out = []
+    for port in ports:
+        if type(port) is not dict:
+            raise _NoKey
+        if port.get("hostPort") is not None:
+            out.append(_freeze(port))
+    return tuple(out)
 
 
 def _containers_key(spec: Mapping[str, Any]) -> Any:
-    """What requests, host ports and images depend on, and nothing else (env, probes, ... vary)."""
+    """What requests, host ports and the typed containers depend on, and nothing else (env,
+    probes, mounts' names and paths, ... vary)."""
     groups: list[tuple[Any, ...] | None] = []
     for group in ("containers", "initContainers"):
         containers = spec.get(group)
@@ -309,12 +350,18 @@ def _containers_key(spec: Mapping[str, Any]) -> Any:
         for c in containers:
             if type(c) is not dict:
                 raise _NoKey
+            # Strings (nearly always) as themselves: this runs for every container listed.
+            name, image, policy = c.get("name"), c.get("image"), c.get("restartPolicy")
+            rules = c.get("restartPolicyRules")
             keys.append(
                 (
-                    _freeze(c.get("image")),
-                    _freeze(c.get("restartPolicy")),
+                    name if type(name) is str else _freeze(name),
+                    image if type(image) is str else _freeze(image),
+                    policy if type(policy) is str else _freeze(policy),
                     _freeze(c.get("resources")),
-                    _freeze(c.get("ports")),
+                    _host_ports_key(c.get("ports")),
+                    None if rules is None else _freeze(rules),
+                    has_bind_mount_options(c),
                 )
             )
         groups.append(tuple(keys))
@@ -353,19 +400,17 @@ def _status_key(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Any:
     )
 
 
-def _containers(
-    spec: Mapping[str, Any], status: Mapping[str, Any]
-) -> tuple[PodRequests, tuple[HostPort, ...], tuple[str, ...]]:
+def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> _Containers:
     key = (_containers_key(spec), _status_key(spec, status))
     hit = _CONTAINERS.get(key)
     if hit is None:
-        hit = (pod_requests(spec, status), _host_ports(spec), _images(spec))
+        hit = (pod_requests(spec, status), _host_ports(spec), *_typed_containers(spec))
         if len(_CONTAINERS) >= _MEMO_LIMIT:
             _CONTAINERS.clear()
         _CONTAINERS[key] = hit
-    reqs, host_ports, images = hit
+    reqs, host_ports, init_containers, containers = hit
     # Resource is mutable: one per pod (the Fit-only forms are never changed, so they are shared).
-    return dataclasses.replace(reqs, requests=reqs.requests.clone()), host_ports, images
+    return dataclasses.replace(reqs, requests=reqs.requests.clone()), host_ports, init_containers, containers
 
 
 # --- objects ----------------------------------------------------------------------------------
@@ -386,10 +431,10 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
     status = as_mapping(obj.get("status"), "status")
     # Evaluation order is the order fields are validated in, hence the first error reported.
     if memo:
-        reqs, host_ports, images = _containers(spec, status)
+        reqs, host_ports, init_containers, containers = _containers(spec, status)
     else:
         reqs = pod_requests(spec, status)
-        images = _images(spec)
+        init_containers, containers = _typed_containers(spec)
     labels = as_str_map(meta.get("labels"), "metadata.labels")
     annotations = as_str_map(meta.get("annotations"), "metadata.annotations")
     priority = as_int(spec.get("priority"), "spec.priority")
@@ -429,7 +474,11 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         non_zero_memory=reqs.non_zero_memory,
         spec_requests=reqs.filter_requests,
         container_requests=reqs.score_requests,
-        images=images,
+        init_containers=init_containers,
+        containers=containers,
+        ephemeral_containers=parse_containers(spec.get("ephemeralContainers"), "spec.ephemeralContainers"),
+        host_network=spec.get("hostNetwork") is True,
+        host_users=host_users if isinstance(host_users := spec.get("hostUsers"), bool) else None,
         volumes=parse_volumes(volumes, name, signed=not node_name, memo=memo),
         scheduling_gates=tuple(
             str(as_mapping(g, f"spec.schedulingGates[{i}]").get("name", ""))
@@ -447,6 +496,7 @@ def _parse_pod(obj: Mapping[str, Any], memo: bool) -> Pod:
         resource_claims=_resource_claims(spec),
         resource_claim_statuses=_resource_claim_statuses(status),
         pod_group=_pod_group(spec),
+        conditions=parse_conditions(status.get("conditions")),
         raw=obj,
     )
 
