@@ -22,13 +22,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from kopf_scheduler.api.kinds import POD_FIELD_SELECTOR
 from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.api.resource import parse_resource_claim
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.client import KubeClusterClient
 from kopf_scheduler.cluster.connection import load_credentials
 from kopf_scheduler.cluster.informer import ResourceKind
-from kopf_scheduler.cluster.operator import OBJECT_KINDS, OPTIONAL_KINDS, POD_FIELD_SELECTOR, PROFILES_PATH
+from kopf_scheduler.cluster.runtime import OBJECT_KINDS, OPTIONAL_KINDS, PROFILES_PATH
 from kopf_scheduler.framework.client import ApiError, ClusterClient
 from kopf_scheduler_workbench.controlplane import ControlPlane
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-import kopf
 import pytest
 import test_http11
 from test_http11 import Server, ok
 
 from kopf_scheduler.cluster.apiclient import ApiClient
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.framework.client import NotFound
 
 server = pytest.fixture(test_http11.server.__wrapped__, name="server")  # type: ignore[attr-defined]
@@ -28,7 +27,7 @@ NOT_FOUND = b'{"kind":"Status","code":404,"reason":"NotFound","message":"the ser
 
 
 def _api(server: Server) -> ApiClient:
-    return ApiClient(Credentials(kopf.ConnectionInfo(server=server.url, token="t")))
+    return ApiClient(Credentials(ConnectionInfo(server=server.url, token="t")))
 
 
 def _query(target: bytes) -> dict[str, list[str]]:

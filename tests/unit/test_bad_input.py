@@ -17,13 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.cluster.connection import Credentials
-from kopf_scheduler.cluster.operator import Options, SchedulerRuntime
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
+from kopf_scheduler.cluster.runtime import Options, SchedulerRuntime
 from kopf_scheduler.simulate import SimulationError, load_documents, simulate
 from kopf_scheduler_workbench.testing.builders import node_dict, pod_dict
 from kopf_scheduler_workbench.testing.fake_client import FakeClusterClient
@@ -141,7 +140,7 @@ class Edge:
     """A SchedulerRuntime with the in-memory client; watch events are fed to its informers."""
 
     def __init__(self) -> None:
-        creds = Credentials(kopf.ConnectionInfo(server="https://127.0.0.1:9"))
+        creds = Credentials(ConnectionInfo(server="https://127.0.0.1:9"))
         self.client = FakeClusterClient()
         options = Options(standalone=True, metrics_port=None, identity="unit")
         self.rt = SchedulerRuntime(options, creds, client=self.client)  # type: ignore[arg-type]
@@ -459,7 +458,7 @@ def test_non_quantities_are_quantity_errors(bad: object) -> None:
 
 async def test_invalid_pod_memory_is_bounded(edge: Edge, monkeypatch: pytest.MonkeyPatch) -> None:
     """Deleted invalid pods leave no trace in the informer, so the once-per-version memory is capped."""
-    from kopf_scheduler.cluster import operator as op
+    from kopf_scheduler.cluster import runtime as op
 
     monkeypatch.setattr(op, "INVALID_REPORTED_MAX", 3)
     edge.node(node_dict("n1"))

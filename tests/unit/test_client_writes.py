@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import kopf
 import pytest
 import test_http11
 from test_http11 import RESET, Server, ok
@@ -14,7 +13,7 @@ from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.cluster import client as client_module
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.client import KubeClusterClient
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.framework.client import Fenced
 
 server = pytest.fixture(test_http11.server.__wrapped__, name="server")  # type: ignore[attr-defined]
@@ -29,7 +28,7 @@ POD = parse_pod(
 
 
 def _client(server: Server, fence: list[bool] | None = None) -> KubeClusterClient:
-    api = ApiClient(Credentials(kopf.ConnectionInfo(server=server.url, token="t")))
+    api = ApiClient(Credentials(ConnectionInfo(server=server.url, token="t")))
     return KubeClusterClient(api, fence=(lambda: fence[0]) if fence is not None else None)
 
 

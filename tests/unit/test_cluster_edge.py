@@ -7,14 +7,13 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import kopf
 import pytest
 from aiohttp import web
 
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.cluster.apiclient import ApiClient, Gone
 from kopf_scheduler.cluster.client import KubeClusterClient
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.cluster.informer import Backoff, Informer, InformerHandlers, ResourceKind
 from kopf_scheduler.cluster.profiles import ProfileController
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
@@ -248,7 +247,7 @@ async def _fake_apiserver(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    return runner, Credentials(ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
 
 
 @pytest.fixture
@@ -353,7 +352,7 @@ async def test_a_refused_connection_is_transient_and_worded_as_client_go() -> No
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    creds = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
+    creds = Credentials(ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k"))
     client = KubeClusterClient(ApiClient(creds))
     try:
         with pytest.raises(TransientError) as info:
@@ -595,7 +594,7 @@ def test_healthz_fails_when_the_loop_is_stuck() -> None:
 async def test_profile_resync_retries_a_fresh_apiservers_429() -> None:
     """Right after an apiserver start a CRD answers 429 "storage is (re)initializing" for a while;
     the first resync must wait that out, not end the scheduling loop."""
-    from kopf_scheduler.cluster.operator import PROFILES_PATH, Options, SchedulerRuntime
+    from kopf_scheduler.cluster.runtime import PROFILES_PATH, Options, SchedulerRuntime
 
     answers = [
         (429, {"kind": "Status", "message": "storage is (re)initializing", "code": 429}),
@@ -667,7 +666,7 @@ def test_every_plugin_object_informer_is_allowed_by_the_cluster_role() -> None:
 
     import yaml
 
-    from kopf_scheduler.cluster.operator import OBJECT_KINDS
+    from kopf_scheduler.cluster.runtime import OBJECT_KINDS
 
     paths = {k.kind: k.path for k in OBJECT_KINDS}
     assert paths["CSIDriver"] == "/apis/storage.k8s.io/v1/csidrivers"

@@ -5,19 +5,26 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import kopf
 import pytest
 from aiohttp import web
 
 from kopf_scheduler.cluster import connection
 from kopf_scheduler.cluster.apiclient import ApiClient
-from kopf_scheduler.cluster.connection import Credentials, from_kubeconfig, in_cluster, load_credentials
+from kopf_scheduler.cluster.connection import (
+    ConnectionInfo,
+    Credentials,
+    LoginError,
+    from_kubeconfig,
+    in_cluster,
+    load_credentials,
+)
 from kopf_scheduler_workbench.testing.exec_credential import ExecPlugin
 
 
@@ -90,7 +97,7 @@ def test_kopf_logins_after_the_first_load_anew(tmp_path: Path) -> None:
 def test_exec_plugin_failure_is_a_login_error_with_its_stderr(tmp_path: Path) -> None:
     plugin = ExecPlugin(tmp_path / "plugin", "t")
     plugin.fail("error: the SSO session has expired; run aws sso login")
-    with pytest.raises(kopf.LoginError, match=r"exec plugin gave no credential.*SSO session has expired"):
+    with pytest.raises(LoginError, match=r"exec plugin gave no credential.*SSO session has expired"):
         from_kubeconfig(plugin.kubeconfig(tmp_path / "kubeconfig", "https://10.0.0.1:6443"))
 
 
@@ -129,7 +136,7 @@ def test_kubeconfigs_that_cannot_work_raise_login_error(
         _kubeconfig(path, {"token": "t"})
     elif content is not None:
         path.write_text(content)
-    with pytest.raises(kopf.LoginError, match=match):
+    with pytest.raises(LoginError, match=match):
         from_kubeconfig(path, context)
 
 
@@ -212,7 +219,7 @@ def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert creds.info.default_namespace == "kopf-scheduler"
     assert creds.loaded.reload_every == connection.FILE_REFRESH_SECONDS
     (tmp_path / "token").unlink()
-    with pytest.raises(kopf.LoginError, match=r"in-cluster.*token file"):
+    with pytest.raises(LoginError, match=r"in-cluster.*token file"):
         in_cluster(tmp_path)
 
 
@@ -285,7 +292,7 @@ async def test_new_tls_material_gets_a_new_session_and_the_old_one_is_closed(tmp
     cas = iter([_self_signed_pem(tmp_path, "ca1"), _self_signed_pem(tmp_path, "ca2")])
 
     def source() -> connection.Loaded:
-        return connection.Loaded(kopf.ConnectionInfo(server="https://127.0.0.1:9", ca_data=next(cas)))
+        return connection.Loaded(ConnectionInfo(server="https://127.0.0.1:9", ca_data=next(cas)))
 
     creds = Credentials(source(), source)
     api = ApiClient(creds)
@@ -296,3 +303,56 @@ async def test_new_tls_material_gets_a_new_session_and_the_old_one_is_closed(tmp
     assert second is not first and not first.closed  # requests in flight on the old one may finish
     await api.close()
     assert first.closed and second.closed
+
+
+def test_a_token_kubeconfig_is_read_as_the_library_reads_it_without_importing_it(tmp_path: Path) -> None:
+    """The quick reading (a plain token user) gives what the library's loader gives, and a process
+    that loads such credentials never imports ``kubernetes`` (~0.1 s of the start-up)."""
+    ca = b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
+    cluster = {"certificate-authority-data": base64.b64encode(ca).decode(), "tls-server-name": "kube"}
+    path = _kubeconfig(tmp_path / "kubeconfig", {"token": "t0k\n"}, cluster)
+    quick = connection._static_kubeconfig(str(path), None)
+    assert quick is not None
+    full = connection._kubeconfig_source(str(path) + os.pathsep, None)()  # a list: the library's way
+    assert (
+        (quick.info.server, quick.info.token, quick.info.default_namespace)
+        == (
+            full.info.server,
+            full.info.token,
+            full.info.default_namespace,
+        )
+        == ("https://10.0.0.1:6443", "t0k", "team")
+    )
+    assert quick.info.as_http_headers() == full.info.as_http_headers() == {"Authorization": "Bearer t0k"}
+    assert quick.tls_server_name == full.tls_server_name == "kube"
+    assert connection._pem(str(quick.info.ca_data)).encode() == Path(str(full.info.ca_path)).read_bytes()
+    # Anything else is the library's: a client certificate, an exec plugin, a token file.
+    for user in ({"token": "t", "client-certificate": "c"}, {"tokenFile": "f"}, {"exec": {}}):
+        assert connection._static_kubeconfig(str(_kubeconfig(tmp_path / "other", user)), None) is None
+    code = (
+        "import sys\n"
+        "from kopf_scheduler.cluster.connection import load_credentials\n"
+        f"assert load_credentials({str(path)!r}).info.token == 't0k'\n"
+        "print(sorted(m for m in ('kubernetes', 'kopf') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+def test_kopfs_login_gets_kopfs_connection_info_with_the_expiry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kopf's login handler hands Kopf its own ConnectionInfo, field for field, the exec plugin's
+    expiry included (its tzinfo, the library's, is not deep-copyable: a deep copy failed here)."""
+    import kopf
+
+    from kopf_scheduler.cluster import operator
+
+    plugin = ExecPlugin(tmp_path / "plugin", "first")
+    creds = _exec_credentials(plugin, tmp_path / "kubeconfig", Clock(1000.0))
+    monkeypatch.setattr(operator, "_RUNTIME", None)
+    monkeypatch.setattr(operator, "_CREDENTIALS", creds)
+    info = operator.login()
+    assert isinstance(info, kopf.ConnectionInfo)
+    assert info.token == "first" and info.server == creds.info.server
+    assert info.expiration is not None and info.expiration == creds.info.expiration

@@ -645,14 +645,13 @@ async def test_a_replica_that_may_not_act_sends_no_bind() -> None:
 async def test_the_runtime_builds_the_files_extenders_fenced_by_its_lead() -> None:
     """The fence is a constructor parameter (nothing sets it afterwards): a replica that does not
     hold the lead sends no bind through the extenders the operator's runtime built."""
-    import kopf
 
-    from kopf_scheduler.cluster.connection import Credentials
-    from kopf_scheduler.cluster.operator import Options, SchedulerRuntime
+    from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
+    from kopf_scheduler.cluster.runtime import Options, SchedulerRuntime
 
     async with ExtenderServer(bind=lambda args: {"Error": ""}) as server:
         configured = HTTPExtender(ExtenderConfig(server.url, bind_verb="bind"))
-        creds = Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:9", token="t0k"))
+        creds = Credentials(ConnectionInfo(server="http://127.0.0.1:9", token="t0k"))
         runtime = SchedulerRuntime(Options(metrics_port=None, extenders=(configured,)), credentials=creds)
         try:
             (ext,) = runtime.extenders

@@ -11,11 +11,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-import kopf
 import pytest
 
 from kopf_scheduler.cluster.apiclient import ApiClient
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError, Response
 from kopf_scheduler.framework.client import ApiError, TransientError
 
@@ -328,7 +327,7 @@ async def test_no_answer_in_time_is_a_timeout_and_the_connection_is_dropped(serv
 
 
 def _client(server: Server, lean: bool, **kwargs: float) -> ApiClient:
-    creds = Credentials(kopf.ConnectionInfo(server=server.url, token="t"))
+    creds = Credentials(ConnectionInfo(server=server.url, token="t"))
     return ApiClient(creds, lean_requests=lean, **kwargs)  # type: ignore[arg-type]
 
 
@@ -444,14 +443,12 @@ async def test_a_post_whose_connection_is_lost_is_never_sent_again(
 async def test_api_client_keeps_proxied_traffic_on_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
     """The lean pool has no proxy support: a proxy URL, or proxy variables with trust_env, keep
     every request on aiohttp."""
-    plain = ApiClient(Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:1", token="t")))
+    plain = ApiClient(Credentials(ConnectionInfo(server="http://127.0.0.1:1", token="t")))
     proxied = ApiClient(
-        Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:1", token="t", proxy_url="http://p:3128"))
+        Credentials(ConnectionInfo(server="http://127.0.0.1:1", token="t", proxy_url="http://p:3128"))
     )
     monkeypatch.setenv("HTTPS_PROXY", "http://p:3128")
-    from_env = ApiClient(
-        Credentials(kopf.ConnectionInfo(server="https://127.0.0.1:1", token="t", trust_env=True))
-    )
+    from_env = ApiClient(Credentials(ConnectionInfo(server="https://127.0.0.1:1", token="t", trust_env=True)))
     try:
         assert isinstance(plain._pool(), Http11Pool)
         assert proxied._pool() is None and from_env._pool() is None

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import kopf
 import pytest
 
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cluster.apiclient import WATCH_GRACE_SECONDS, ApiClient
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.cluster.informer import (
     MIN_WATCH_TIMEOUT,
     Backoff,
@@ -179,7 +178,7 @@ async def running(
 ) -> AsyncIterator[tuple[Informer[Any], Seen, asyncio.Task[None]]]:
     """An informer on a real ApiClient to ``server``, running until the block ends."""
     await server.start()
-    api = ApiClient(Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{server.port}", token="t")))
+    api = ApiClient(Credentials(ConnectionInfo(server=f"http://127.0.0.1:{server.port}", token="t")))
     seen = Seen()
     informer: Informer[Any] = Informer(
         api,

@@ -14,7 +14,7 @@ from kopf_scheduler.api import kinds
 from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cache.cache import object_key
-from kopf_scheduler.cluster import operator
+from kopf_scheduler.cluster import runtime
 from kopf_scheduler.framework.events import OBJECT_EVENT_RESOURCES, ActionType, EventResource, object_event
 
 
@@ -38,8 +38,8 @@ def test_every_informed_kind_is_unique_and_served_once() -> None:
 
 
 def test_the_operator_informs_the_registry() -> None:
-    assert [r.kind for r in operator.OBJECT_KINDS] == [k.kind for k in kinds.OBJECT_KINDS]
-    assert [(p, plural, r.path) for p, plural, r in operator.OPTIONAL_KINDS] == [
+    assert [r.kind for r in runtime.OBJECT_KINDS] == [k.kind for k in kinds.OBJECT_KINDS]
+    assert [(p, plural, r.path) for p, plural, r in runtime.OPTIONAL_KINDS] == [
         ("/apis/scheduling.k8s.io/v1beta1", "podgroups", "/apis/scheduling.k8s.io/v1beta1/podgroups")
     ]
 
@@ -65,16 +65,22 @@ def test_events_vocabulary_comes_from_the_registry() -> None:
 
 def test_the_live_listing_does_not_load_the_operator() -> None:
     """``explain NS/POD`` lists the cluster through cluster/listing.py, which reads the registry, not
-    the operator (its ``@kopf.on`` handlers, peering, serving). Kopf itself still comes in through
-    cluster/connection.py's credentials (``kopf.ConnectionInfo``)."""
+    the operator's runtime (informers, peering) nor its Kopf handlers; Kopf itself is not loaded
+    either (the credentials are ours: cluster/connection.py's ConnectionInfo)."""
     code = (
         "import json, sys, kopf_scheduler.cluster.listing\n"
-        "print(json.dumps([m for m in sys.modules if m.startswith('kopf_scheduler.cluster.')]))"
+        "print(json.dumps([m for m in sys.modules if m.startswith(('kopf_scheduler.cluster.', 'kopf'))]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(json.loads(out))
     assert "kopf_scheduler.cluster.listing" in loaded
-    assert not loaded & {"kopf_scheduler.cluster.operator", "kopf_scheduler.cluster.leader"}
+    edge = {
+        "kopf_scheduler.cluster.operator",
+        "kopf_scheduler.cluster.runtime",
+        "kopf_scheduler.cluster.leader",
+    }
+    assert not loaded & edge
+    assert "kopf" not in loaded
 
 
 def test_views_keyed_like_their_raw_objects() -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-import kopf
 import pytest
 from aiohttp import web
 
 from kopf_scheduler.cluster.apiclient import ApiClient
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.cluster.ratelimit import ClientThrottle, TokenBucket
 
 
@@ -82,7 +81,7 @@ async def test_api_client_requests_keep_the_rate_on_a_real_socket() -> None:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    credentials = Credentials(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t"))
+    credentials = Credentials(ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t"))
     api = ApiClient(credentials, rate_limiter=TokenBucket(100, 10))
     try:
         started = time.monotonic()
@@ -104,9 +103,9 @@ async def test_api_client_requests_keep_the_rate_on_a_real_socket() -> None:
 async def test_the_runtime_gives_each_client_its_bucket_at_construction(qps: float | None) -> None:
     """clientConnection.qps/burst: the main client's two buckets (requests, events) and the leader
     election's own bucket, as kube-scheduler's clientsets; no --kube-api-qps: no client-side limit."""
-    from kopf_scheduler.cluster.operator import Options, SchedulerRuntime
+    from kopf_scheduler.cluster.runtime import Options, SchedulerRuntime
 
-    credentials = Credentials(kopf.ConnectionInfo(server="http://127.0.0.1:1", token="t"))
+    credentials = Credentials(ConnectionInfo(server="http://127.0.0.1:1", token="t"))
     runtime = SchedulerRuntime(
         Options(metrics_port=None, identity="unit", kube_api_qps=qps, kube_api_burst=30), credentials
     )

@@ -25,7 +25,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import kopf
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -34,7 +33,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kopf_scheduler.cluster import resource_metrics as rm
 from kopf_scheduler.cluster import serving
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.cluster.metrics import Health
 from kopf_scheduler.cluster.run import add_arguments
 from kopf_scheduler.config import kubescheduler
@@ -183,7 +182,7 @@ def apiserver(tmp_path: Path) -> Iterator[FakeApiserver]:
 
 
 def reviews(fake: FakeApiserver, slots: int = 3) -> serving.ReviewClient:
-    info = kopf.ConnectionInfo(server=f"https://127.0.0.1:{fake.port}", insecure=True, token="scheduler")
+    info = ConnectionInfo(server=f"https://127.0.0.1:{fake.port}", insecure=True, token="scheduler")
     return serving.ReviewClient(Credentials(info), budget=serving.ReviewBudget(slots), sleep=lambda _: None)
 
 

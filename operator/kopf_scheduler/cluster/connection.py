@@ -1,5 +1,8 @@
 """Credentials for the apiserver, shared by Kopf (its login handler) and our own aiohttp client.
 
+Kopf is not imported here: the runtime loads its credentials before Kopf starts (``run.py``), and
+Kopf's login handler (``operator.py``) turns a :class:`ConnectionInfo` into Kopf's own.
+
 Kubeconfig and in-cluster credentials are read by the ``kubernetes`` library's config loaders,
 which know what a real cluster hands out: exec credential plugins (EKS, GKE, AKS), client
 certificates (files or data), tokens and token files, OIDC/gcp auth-providers, contexts, proxy URLs,
@@ -15,10 +18,13 @@ expired or the apiserver answered 401 (client-go's rule), not on every request.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime as dt
 import logging
 import os
+import ssl
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,9 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kopf
-
-__all__ = ["Credentials", "Loaded", "from_kubeconfig", "in_cluster", "load_credentials"]
+__all__ = [
+    "ConnectionInfo",
+    "Credentials",
+    "Loaded",
+    "LoginError",
+    "from_kubeconfig",
+    "in_cluster",
+    "load_credentials",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +56,103 @@ EXPIRY_MARGIN_SECONDS = 2.0
 RETRY_SECONDS = 10.0
 
 
+class LoginError(Exception):
+    """No usable credentials: the reason, readable (Kopf's login handler raises Kopf's own from it)."""
+
+
+PathLike = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionInfo:
+    """One endpoint and its credentials: the fields of ``kopf.ConnectionInfo``, by the same names.
+
+    Ours, so that loading credentials does not import Kopf (the login handler converts it).
+    """
+
+    server: str  # e.g. "https://localhost:443"
+    ca_path: PathLike | None = None
+    ca_data: str | bytes | None = None
+    insecure: bool | None = None
+    username: str | None = None
+    password: str | None = None
+    scheme: str | None = None  # RFC 7235's auth-scheme: Bearer, Basic, ...
+    token: str | None = None
+    certificate_path: PathLike | None = None
+    certificate_data: str | bytes | None = None
+    private_key_path: PathLike | None = None
+    private_key_data: str | bytes | None = None
+    default_namespace: str | None = None
+    proxy_url: str | None = None
+    trust_env: bool = False
+    priority: int = 0
+    expiration: dt.datetime | None = None  # timezone-aware, or naive meaning UTC
+
+    def __post_init__(self) -> None:
+        for what, path, data in (
+            ("CA", self.ca_path, self.ca_data),
+            ("certificate", self.certificate_path, self.certificate_data),
+            ("private key", self.private_key_path, self.private_key_data),
+        ):
+            if path and data:
+                raise ValueError(f"Both {what} path & data are set. Need only one.")
+
+    def as_http_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header: basic auth, else scheme and token; empty without either."""
+        if self.username and self.password:
+            pair = base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
+            return {"Authorization": f"Basic {pair}"}
+        if self.scheme and self.token:
+            return {"Authorization": f"{self.scheme} {self.token}"}
+        if self.scheme:
+            return {"Authorization": self.scheme}
+        if self.token:
+            return {"Authorization": f"Bearer {self.token}"}
+        return {}
+
+    def as_ssl_context(self) -> ssl.SSLContext:
+        """The CA to verify the server with and the client certificate, if any.
+
+        Certificate and key given as data pass through temporary files for an instant: Python's
+        :mod:`ssl` loads them from files only.
+        """
+        with contextlib.ExitStack() as stack:
+
+            def path_of(path: PathLike | None, data: str | bytes | None) -> PathLike | None:
+                if path or not data:
+                    return path or None
+                file = stack.enter_context(tempfile.NamedTemporaryFile(buffering=0))
+                file.write(_pem(data).encode("ascii"))
+                return file.name
+
+            cert = path_of(self.certificate_path, self.certificate_data)
+            key = path_of(self.private_key_path, self.private_key_data)
+            context = ssl.create_default_context(
+                purpose=ssl.Purpose.SERVER_AUTH,
+                cafile=self.ca_path,
+                cadata=_pem(self.ca_data) if self.ca_data is not None else None,
+            )
+            if cert and key:
+                context.load_cert_chain(certfile=cert, keyfile=key)
+        if self.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
+
+def _pem(data: str | bytes) -> str:
+    """PEM text from PEM or from base64 of PEM (kubeconfig's ``*-data`` fields)."""
+    text = data.decode("ascii") if isinstance(data, bytes) else data
+    if text.startswith("-----BEGIN "):
+        return text
+    return base64.b64decode(text).decode("ascii")
+
+
 @dataclass(frozen=True)
 class Loaded:
     """One load of the credentials: what both HTTP clients need, and when to load them again."""
 
-    info: kopf.ConnectionInfo  # ``info.expiration``: when an exec/auth-provider credential expires
+    info: ConnectionInfo  # ``info.expiration``: when an exec/auth-provider credential expires
     tls_server_name: str | None = None
     reload_every: float | None = None  # seconds; for credentials read from files that rotate
 
@@ -63,7 +167,7 @@ class Credentials:
 
     def __init__(
         self,
-        info: kopf.ConnectionInfo | Loaded,
+        info: ConnectionInfo | Loaded,
         source: Callable[[], Loaded] | None = None,
         *,
         clock: Callable[[], float] = time.time,
@@ -155,13 +259,13 @@ class Credentials:
     async def _reload_off_loop(self, seen: Loaded) -> None:
         try:
             await asyncio.to_thread(self.reload, unless_newer_than=seen)
-        except kopf.LoginError as exc:
+        except LoginError as exc:
             # Keep the old credential: the request goes out and fails visibly (401 -> ApiError),
             # and a request after RETRY_SECONDS tries again; a refresh failure never stops the scheduler.
             logger.error("Reloading the credentials failed: %s", exc)
             self._due = self._clock() + RETRY_SECONDS
 
-    def connection_info(self) -> kopf.ConnectionInfo:
+    def connection_info(self) -> ConnectionInfo:
         """For Kopf's login handler (runs in a thread; blocking is fine there).
 
         Kopf logs in at start-up, then again only when ``expiration`` has passed or after a 401:
@@ -196,11 +300,11 @@ def _library_errors(where: str) -> Iterator[_CaptureErrors]:
     root.addHandler(capture)
     try:
         yield capture
-    except kopf.LoginError:
+    except LoginError:
         raise
     except Exception as exc:  # ConfigException, OSError, KeyError, ... from a bad kubeconfig
         detail = "; ".join([*capture.messages, f"{type(exc).__name__}: {exc}"])
-        raise kopf.LoginError(f"{where}: {detail}") from exc
+        raise LoginError(f"{where}: {detail}") from exc
     finally:
         root.removeHandler(capture)
 
@@ -216,11 +320,11 @@ def _split_authorization(header: str | None) -> tuple[str | None, str | None]:
     return ("Bearer" if scheme.lower() == "bearer" else scheme), token
 
 
-def _info_from(config: Any, **extra: Any) -> kopf.ConnectionInfo:
-    """A ``kubernetes.client.Configuration`` as Kopf's ConnectionInfo."""
+def _info_from(config: Any, **extra: Any) -> ConnectionInfo:
+    """A ``kubernetes.client.Configuration`` as a ConnectionInfo."""
     header = config.api_key.get("BearerToken") or config.api_key.get("authorization")
     scheme, token = _split_authorization(header)
-    return kopf.ConnectionInfo(
+    return ConnectionInfo(
         server=config.host,
         ca_path=config.ssl_ca_cert or None,
         insecure=None if config.verify_ssl else True,
@@ -247,13 +351,16 @@ def _kubeconfig_source(paths: str, context: str | None) -> Callable[[], Loaded]:
     """A loader of ``paths`` (``$KUBECONFIG`` syntax: ``:``-separated, merged like kubectl)."""
 
     def load() -> Loaded:
+        static = _static_kubeconfig(paths, context)
+        if static is not None:
+            return static
         from kubernetes.client import Configuration
         from kubernetes.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
         with _library_errors(f"kubeconfig {paths}") as capture:
             merger = KubeConfigMerger(paths)
             if merger.config is None:
-                raise kopf.LoginError(f"kubeconfig {paths}: no such file")
+                raise LoginError(f"kubeconfig {paths}: no such file")
 
             def persist() -> None:  # a refreshed auth-provider token, as kubectl does; best effort
                 with contextlib.suppress(OSError):
@@ -272,9 +379,9 @@ def _kubeconfig_source(paths: str, context: str | None) -> Callable[[], Loaded]:
             if not has_secret and (user.get("exec") or user.get("auth-provider")):
                 kind = "exec plugin" if user.get("exec") else "auth-provider"
                 why = "; ".join(capture.messages) or "it produced no token and no client certificate"
-                raise kopf.LoginError(f"kubeconfig {paths}: the {kind} gave no credential: {why}")
+                raise LoginError(f"kubeconfig {paths}: the {kind} gave no credential: {why}")
             if not config.host:
-                raise kopf.LoginError(f"kubeconfig {paths}: the cluster has no server")
+                raise LoginError(f"kubeconfig {paths}: the cluster has no server")
             context_node = loader.current_context.get("context") or {}
             expiry = getattr(loader, "expiry", None)
             info = _info_from(
@@ -289,23 +396,89 @@ def _kubeconfig_source(paths: str, context: str | None) -> Callable[[], Loaded]:
 
 
 def _in_cluster_source(sa_dir: Path) -> Callable[[], Loaded]:
-    def load() -> Loaded:
-        from kubernetes.client import Configuration
-        from kubernetes.config.incluster_config import InClusterConfigLoader
+    """client-go's ``rest.InClusterConfig``, read here: the library's loader is the same few checks,
+    and importing it (the whole ``kubernetes`` package) cost ~0.1 s of every start-up."""
 
-        with _library_errors("in-cluster service account"):
-            config = Configuration()
-            InClusterConfigLoader(
-                token_filename=str(sa_dir / "token"),
-                cert_filename=str(sa_dir / "ca.crt"),
-                try_refresh_token=False,
-            ).load_and_set(config)
-            ns_file = sa_dir / "namespace"
-            namespace = ns_file.read_text(encoding="utf-8").strip() if ns_file.exists() else None
-            info = _info_from(config, default_namespace=namespace)
+    def read(path: Path, what: str) -> str:
+        if not path.exists():
+            raise LoginError(f"in-cluster service account: {what} file {path} does not exist")
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            raise LoginError(f"in-cluster service account: {what} file {path} exists but is empty")
+        return text
+
+    def load() -> Loaded:
+        host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+        if not host or not port:
+            raise LoginError("in-cluster service account: KUBERNETES_SERVICE_HOST/_PORT are not set")
+        token = read(sa_dir / "token", "token")
+        read(sa_dir / "ca.crt", "CA certificate")
+        ns_file = sa_dir / "namespace"
+        namespace = ns_file.read_text(encoding="utf-8").strip() if ns_file.exists() else None
+        server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        info = ConnectionInfo(
+            server=server,
+            ca_path=str(sa_dir / "ca.crt"),
+            scheme="Bearer",
+            token=token,
+            default_namespace=namespace,
+        )
         return Loaded(info, reload_every=FILE_REFRESH_SECONDS)
 
     return load
+
+
+# A kubeconfig's fields the quick reading below knows; any other (exec, auth-provider, tokenFile,
+# client certificates, basic auth, extensions...) goes through the library.
+_STATIC_USER = frozenset({"token"})
+_STATIC_CLUSTER = frozenset(
+    {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
+     "tls-server-name", "proxy-url"}
+)  # fmt: skip
+
+
+def _static_kubeconfig(path: str, context: str | None) -> Loaded | None:
+    """One kubeconfig file whose user is a plain token (a ServiceAccount's or a static one), read
+    without the library; None for anything else, which the library then loads (and explains).
+
+    Why: importing the ``kubernetes`` package for its loaders was ~0.1 s of every start-up.
+    """
+    import yaml
+
+    if os.pathsep in path:
+        return None
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+        config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        name = context or config["current-context"]
+        ctx = next(c["context"] for c in config["contexts"] if c["name"] == name)
+        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in config["users"] if u["name"] == ctx["user"])
+    except Exception:  # missing, malformed, or a shape not read here: the library says why
+        return None
+    if not isinstance(user, dict) or not isinstance(cluster, dict) or not isinstance(ctx, dict):
+        return None
+    if set(user) != _STATIC_USER or not set(cluster) <= _STATIC_CLUSTER:
+        return None
+    token, server = user["token"], cluster.get("server")
+    if not isinstance(token, str) or not token.strip() or not isinstance(server, str) or not server:
+        return None
+    ca_path = cluster.get("certificate-authority")
+    if ca_path is not None:
+        ca_path = str(Path(path).expanduser().parent / str(ca_path))
+    insecure = cluster.get("insecure-skip-tls-verify") is True
+    info = ConnectionInfo(
+        server=server,
+        ca_path=ca_path,
+        ca_data=cluster.get("certificate-authority-data") if ca_path is None else None,
+        insecure=True if insecure else None,
+        scheme="Bearer",
+        token=token.strip(),
+        proxy_url=cluster.get("proxy-url") or None,
+        default_namespace=ctx.get("namespace"),
+    )
+    return Loaded(info, tls_server_name=cluster.get("tls-server-name") or None)
 
 
 def _loaded(source: Callable[[], Loaded]) -> Credentials:
@@ -325,7 +498,7 @@ def in_cluster(sa_dir: Path = SA_DIR) -> Credentials:
 def load_credentials(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
     """Explicit kubeconfig, else in-cluster service account, else ``$KUBECONFIG`` / ``~/.kube/config``.
 
-    Raises :class:`kopf.LoginError` with a readable reason when nothing usable is found.
+    Raises :class:`LoginError` with a readable reason when nothing usable is found.
     """
     if kubeconfig:
         return from_kubeconfig(kubeconfig, context)
@@ -337,4 +510,4 @@ def load_credentials(kubeconfig: str | None = None, context: str | None = None) 
     default = Path("~/.kube/config").expanduser()
     if default.exists():
         return from_kubeconfig(default, context)
-    raise kopf.LoginError("no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a cluster")
+    raise LoginError("no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a cluster")

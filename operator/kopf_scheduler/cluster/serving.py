@@ -79,11 +79,10 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-import kopf
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from kopf_scheduler.cluster import resource_metrics
-from kopf_scheduler.cluster.connection import SA_DIR, Credentials, from_kubeconfig, in_cluster
+from kopf_scheduler.cluster.connection import SA_DIR, Credentials, LoginError, from_kubeconfig, in_cluster
 from kopf_scheduler.cluster.metrics import IDLE_TIMEOUT, WORKERS, Health, HealthServer
 
 __all__ = [
@@ -465,7 +464,7 @@ class ReviewClient:
     def _once(self, method: str, path: str, body: bytes | None, *, reloaded: bool = False) -> dict[str, Any]:
         creds = self.credentials
         if creds.stale():
-            with contextlib.suppress(kopf.LoginError):
+            with contextlib.suppress(LoginError):
                 creds.reload(unless_newer_than=creds.loaded)
         used = creds.loaded
         url = urllib.parse.urlsplit(creds.server)
@@ -492,7 +491,7 @@ class ReviewClient:
         finally:
             conn.close()
         if resp.status == 401 and not reloaded:
-            with contextlib.suppress(kopf.LoginError):
+            with contextlib.suppress(LoginError):
                 creds.reload(unless_newer_than=used)
             if creds.loaded is not used:
                 return self._once(method, path, body, reloaded=True)
@@ -542,12 +541,12 @@ def _credentials(kubeconfig: str, what: str) -> Credentials | None:
     if kubeconfig:
         try:
             return from_kubeconfig(kubeconfig)
-        except kopf.LoginError as exc:
+        except LoginError as exc:
             raise ServingError(f"failed to get delegated {what} kubeconfig: {exc}") from None
     if os.environ.get("KUBERNETES_SERVICE_HOST") and (SA_DIR / "token").exists():
         try:
             return in_cluster()
-        except kopf.LoginError as exc:
+        except LoginError as exc:
             log.warning("failed to read in-cluster kubeconfig for delegated %s: %s", what, exc)
     return None
 

@@ -31,11 +31,9 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-import kopf
-
 from kopf_scheduler.cluster import http11
 from kopf_scheduler.cluster.apiclient import ApiClient
-from kopf_scheduler.cluster.connection import Credentials, load_credentials
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials, load_credentials
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError, Response
 from kopf_scheduler.cluster.run import run_loop
 from kopf_scheduler_workbench.controlplane import ControlPlane
@@ -311,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         ports = context.Queue()
         child = context.Process(target=_serve_canned, args=(ports,), daemon=True)
         child.start()
-        info = kopf.ConnectionInfo(server=f"http://127.0.0.1:{ports.get(timeout=30)}", token="t0k3n")
+        info = ConnectionInfo(server=f"http://127.0.0.1:{ports.get(timeout=30)}", token="t0k3n")
         try:
             creds = Credentials(info)
             run_loop(
