@@ -7,7 +7,6 @@ to [23 MiB, 1000 MiB * (containers + image volumes)] and scaled to 0..100.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -70,21 +69,10 @@ def calculate_priority_vector(sums: np.ndarray, num_containers: int) -> np.ndarr
 def _container_images(pod: Pod) -> tuple[list[str], int]:
     """Images of init and regular containers and of image volumes, and how many there are
     (images may be empty); image volumes count like containers since 1.33's ImageVolume."""
-    spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
-    if isinstance(spec, Mapping):
-        images: list[str] = []
-        count = 0
-        for group in ("initContainers", "containers"):
-            for c in spec.get(group) or ():
-                count += 1
-                if isinstance(c, Mapping):
-                    images.append(str(c.get("image") or ""))
-        for vol in pod.volumes:
-            if vol.source.kind == IMAGE:
-                count += 1
-                images.append(vol.source.image_reference)
-        return images, count
-    return list(pod.images), len(pod.images)
+    images = [c.image for c in pod.init_containers]
+    images += [c.image for c in pod.containers]
+    images += [vol.source.image_reference for vol in pod.volumes if vol.source.kind == IMAGE]
+    return images, len(images)
 
 
 class ImageLocality(Plugin):

@@ -137,3 +137,24 @@ def test_image_volumes_count_like_containers() -> None:
     assert scores(pl, CycleState(), pod_with("gcr.io/30", "gcr.io/300"), snapshot) == [6, 0]
     vec = pl.score_vector(CycleState(), with_volume, snapshot, np.arange(2, dtype=np.int64))
     assert vec is not None and vec.tolist() == [6, 0]
+
+
+def test_scores_from_the_parsed_pod_alone() -> None:
+    """The parsed containers and volumes are all it reads: the pod's raw object may be gone (a
+    container naming no image counts, and scores nothing)."""
+    nodes = [make_node("node1", images=NODE_300_600_900), make_node("node2", images=NODE_4000_30)]
+    snapshot = snapshot_with_images(nodes)
+    pl = ImageLocality(None, FakeHandle(snapshot))
+    pod = make_pod(
+        "p",
+        containers=[{"name": "c", "image": "gcr.io/600"}, {"name": "bare"}],
+        initContainers=[{"name": "i", "image": "gcr.io/30"}],
+        volumes=[{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}],
+    )
+    expected = scores(pl, CycleState(), pod, snapshot)
+    pod.raw = {}
+    # node1: (600M + 300M) / 2 over 4 "containers": 100 * (450M - 23M) / (4000M - 23M) = 10;
+    # node2: 30M / 2 < 23M -> 0
+    assert scores(pl, CycleState(), pod, snapshot) == expected == [10, 0]
+    vec = pl.score_vector(CycleState(), pod, snapshot, np.arange(2, dtype=np.int64))
+    assert vec is not None and vec.tolist() == [10, 0]
