@@ -8,7 +8,7 @@ inferred on pod updates only, so they never filter. GA (and in the default profi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,35 +62,16 @@ KNOWN_FEATURES: tuple[str, ...] = tuple(
 )
 
 
-def _containers(spec: Mapping[str, Any], groups: Sequence[str]) -> Iterable[Mapping[str, Any]]:
-    for group in groups:
-        containers = spec.get(group)
-        if isinstance(containers, list):
-            yield from (c for c in containers if isinstance(c, Mapping))
-
-
 def infer_pod_features(pod: Pod) -> frozenset[str]:
     """Features the pod's spec requires of its node (``InferForPodScheduling``)."""
-    spec = pod.raw.get("spec") if pod.raw else None
-    if not isinstance(spec, Mapping):
-        return frozenset()
     out: set[str] = set()
-    for c in _containers(spec, ("containers", "initContainers")):
-        rules = c.get("restartPolicyRules")
-        if isinstance(rules, list) and any(
-            isinstance(r, Mapping) and r.get("action") == "RestartAllContainers" for r in rules
-        ):
-            out.add(RESTART_ALL_CONTAINERS)
-            break
-    if spec.get("hostNetwork") is True and spec.get("hostUsers") is False:
+    if any(c.restart_all_containers for group in (pod.containers, pod.init_containers) for c in group):
+        out.add(RESTART_ALL_CONTAINERS)
+    if pod.host_network and pod.host_users is False:
         out.add(USER_NAMESPACES_HOST_NETWORK)
-    for c in _containers(spec, ("containers", "initContainers", "ephemeralContainers")):
-        mounts = c.get("volumeMounts")
-        if isinstance(mounts, list) and any(
-            isinstance(m, Mapping) and m.get("bindMountOptions") for m in mounts
-        ):
-            out.add(VOLUME_BIND_MOUNT_OPTIONS)
-            break
+    groups = (pod.containers, pod.init_containers, pod.ephemeral_containers)
+    if any(c.bind_mount_options for group in groups for c in group):
+        out.add(VOLUME_BIND_MOUNT_OPTIONS)
     return frozenset(out)
 
 

@@ -78,6 +78,7 @@ INFER_CASES = [
 @pytest.mark.parametrize(("name", "spec", "want"), INFER_CASES)
 def test_infer_pod_features(name: str, spec: dict[str, Any], want: set[str]) -> None:
     pod = make_pod("p", **spec)
+    pod.raw = {}  # inferred from the parsed spec alone
     assert infer_pod_features(pod) == want
     status = NodeDeclaredFeatures().pre_filter(CycleState(), pod, [])[1]
     if want:
