@@ -19,6 +19,7 @@ from kopf_scheduler.framework.preemption import (
     earliest_start_time_of_highest_priority,
     pick_one_node_for_preemption,
     success_message,
+    terminating_by_preemption,
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler_workbench.testing.builders import make_node, pod_dict
@@ -355,3 +356,29 @@ def test_preempt_reads_pdbs_from_handle_objects() -> None:
     ]
     assert seen[0].selector is not None and seen[0].selector.matches({"app": "x"})
     assert seen[1].selector is not None and seen[1].selector.is_empty()
+
+
+# --- terminating by preemption -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deleting", "conditions", "want"),
+    [
+        (True, [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], True),
+        (False, [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], False),
+        (True, [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}], False),
+        (True, [{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}], False),
+        (True, [{"type": "Ready", "status": "True", "reason": "PreemptionByScheduler"}], False),
+        (True, [], False),
+    ],
+)
+def test_terminating_by_preemption_reads_the_parsed_conditions(
+    deleting: bool, conditions: list[dict[str, str]], want: bool
+) -> None:
+    raw = pod_dict("victim", priority=0, uid="victim", node_name="n1")
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
+    raw["status"]["conditions"] = conditions
+    victim = parse_pod(raw)
+    victim.raw = {}  # the parsed conditions are all it reads
+    assert terminating_by_preemption(victim) is want

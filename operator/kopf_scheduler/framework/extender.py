@@ -139,19 +139,11 @@ def uses_managed_resources(pod: Pod, managed: frozenset[str]) -> bool:
     in its requests or limits (the pod as written: ``spec.containers``, ``spec.initContainers``)."""
     if not managed:
         return True
-    spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
-    if not isinstance(spec, Mapping):
-        return False
-    for key in ("containers", "initContainers"):
-        for container in spec.get(key) or ():
-            resources = container.get("resources") if isinstance(container, Mapping) else None
-            if not isinstance(resources, Mapping):
-                continue
-            for part in ("requests", "limits"):
-                amounts = resources.get(part)
-                if isinstance(amounts, Mapping) and not managed.isdisjoint(amounts):
-                    return True
-    return False
+    return any(
+        not managed.isdisjoint(c.requests) or not managed.isdisjoint(c.limits)
+        for group in (pod.containers, pod.init_containers)
+        for c in group
+    )
 
 
 async def find_nodes_that_pass_extenders(

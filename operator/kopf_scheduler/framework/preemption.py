@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.containers import DISRUPTION_TARGET
 from kopf_scheduler.api.policy import PodDisruptionBudget
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, NodeToStatus
 from kopf_scheduler.framework.extender import Extender, Victims, process_preemption
@@ -332,12 +333,8 @@ def terminating_by_preemption(pod: Pod) -> bool:
     """Deleting, with the DisruptionTarget condition the scheduler sets when it preempts."""
     if not pod.deletion_timestamp:
         return False
-    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    for cond in conditions or ():
-        if isinstance(cond, Mapping) and cond.get("type") == "DisruptionTarget":
-            return cond.get("status") == "True" and cond.get("reason") == "PreemptionByScheduler"
-    return False
+    cond = pod.condition(DISRUPTION_TARGET)
+    return cond is not None and cond.status == "True" and cond.reason == "PreemptionByScheduler"
 
 
 def lower_priority_nominated_pods(pods: Iterable[Pod], preemptor: Pod) -> list[Pod]:
