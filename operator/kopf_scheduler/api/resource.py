@@ -19,7 +19,8 @@ A malformed object raises :class:`~kopf_scheduler.api.types.ObjectError` naming 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -68,6 +69,8 @@ __all__ = [
     "ResourceSlice",
     "allocation_to_api",
     "claim_to_api",
+    "claim_with_requests",
+    "device_request_to_api",
     "node_selector_to_api",
     "parse_allocation",
     "parse_device_class",
@@ -857,6 +860,45 @@ def allocation_to_api(allocation: AllocationResult) -> dict[str, Any]:
     if allocation.allocation_timestamp is not None:
         out["allocationTimestamp"] = allocation.allocation_timestamp
     return out
+
+
+def _sub_request_to_api(r: DeviceSubRequest, named: bool) -> dict[str, Any]:
+    if r.derived_attributes or any(s.expression is None for s in r.selectors):
+        raise ValueError(f"device request {r.name!r}: a field this version does not parse cannot be written")
+    out: dict[str, Any] = {"name": r.name} if named else {}
+    out["deviceClassName"] = r.device_class_name
+    if r.selectors:
+        out["selectors"] = [{"cel": {"expression": s.expression}} for s in r.selectors]
+    out["allocationMode"] = r.allocation_mode
+    if r.allocation_mode == "ExactCount":
+        out["count"] = r.count
+    if r.admin_access:
+        out["adminAccess"] = True
+    if r.tolerations:
+        out["tolerations"] = [t.to_api() for t in r.tolerations]
+    if r.capacity_requests is not None:
+        out["capacity"] = {"requests": {k: _format_quantity(v) for k, v in r.capacity_requests.items()}}
+    return out
+
+
+def device_request_to_api(r: DeviceRequest) -> dict[str, Any]:
+    """A device request as the API takes it (``spec.devices.requests[]``), from its fields."""
+    out: dict[str, Any] = {"name": r.name}
+    if r.exactly is not None:
+        out["exactly"] = _sub_request_to_api(r.exactly, named=False)
+    if r.first_available:
+        out["firstAvailable"] = [_sub_request_to_api(s, named=True) for s in r.first_available]
+    return out
+
+
+def claim_with_requests(claim: ResourceClaim, requests: Sequence[DeviceRequest]) -> ResourceClaim:
+    """The claim asking for these devices and nothing else: the typed spec, and the write base's
+    spec that ``claim_to_api`` sends made from the same fields (DRA's extended resources make the
+    claim for each node so, in Filter: no parse per node)."""
+    spec = {"devices": {"requests": [device_request_to_api(r) for r in requests]}}
+    return dataclasses.replace(
+        claim, spec=ResourceClaimSpec(tuple(requests)), raw={**claim.raw, "spec": spec}
+    )
 
 
 def claim_to_api(claim: ResourceClaim) -> dict[str, Any]:

@@ -14,8 +14,11 @@ from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import parse_pod
 from kopf_scheduler.api.resource import (
     ConsumerReference,
+    DeviceRequest,
+    DeviceSubRequest,
     ResourceClaim,
     allocation_to_api,
+    claim_to_api,
     parse_device_class,
     parse_resource_claim,
     parse_resource_slice,
@@ -447,18 +450,18 @@ def test_extended_resource_requests_share_devices_with_init_containers() -> None
         },
     }
     by_name = {gpu: parse_device_class({"metadata": {"name": "gpu-class"}})}
-    requests, mappings = requests_and_mappings(parse_pod(raw), {gpu: 3}, by_name)
+    pod = parse_pod(raw)
+    pod.raw = {}  # the parsed containers are all it reads
+    requests, mappings = requests_and_mappings(pod, {gpu: 3}, by_name)
     # main asks 2 (its own request); prep's 1 is covered by main's devices (init containers run
     # before it); warm's 3 by main's 2 and a request of its own for 1 more.
     assert requests == [
-        {
-            "name": "container-1-request-0",
-            "exactly": {"deviceClassName": "gpu-class", "allocationMode": "ExactCount", "count": 1},
-        },
-        {
-            "name": "container-2-request-1",
-            "exactly": {"deviceClassName": "gpu-class", "allocationMode": "ExactCount", "count": 2},
-        },
+        DeviceRequest(
+            "container-1-request-0", DeviceSubRequest("container-1-request-0", "gpu-class", count=1)
+        ),
+        DeviceRequest(
+            "container-2-request-1", DeviceSubRequest("container-2-request-1", "gpu-class", count=2)
+        ),
     ]
     assert mappings == [
         {"containerName": "main", "resourceName": gpu, "requestName": "container-2-request-1"},
@@ -466,3 +469,40 @@ def test_extended_resource_requests_share_devices_with_init_containers() -> None
         {"containerName": "warm", "resourceName": gpu, "requestName": "container-2-request-1"},
         {"containerName": "warm", "resourceName": gpu, "requestName": "container-1-request-0"},
     ]
+
+
+def test_extended_resource_claim_for_a_node_is_written_as_typed() -> None:
+    """node_claim's typed spec and the object PreBind writes (claim_to_api) say the same: the
+    write parses back to the same claim, the pod's ownership and annotation kept."""
+    from kopf_scheduler.plugins.dynamic_resources.extended_resources import (
+        ANNOTATION,
+        node_claim,
+        requests_and_mappings,
+        special_claim,
+    )
+
+    gpu = "example.com/gpu"
+    pod = parse_pod(
+        {
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"containers": [{"name": "main", "resources": {"requests": {gpu: "2"}}}]},
+        }
+    )
+    by_name = {gpu: parse_device_class({"metadata": {"name": "gpu-class"}})}
+    requests, _ = requests_and_mappings(pod, {gpu: 2}, by_name)
+    claim = node_claim(special_claim(pod), requests)
+    assert claim.spec.requests == tuple(requests)
+    written = claim_to_api(claim)
+    assert written["spec"] == {
+        "devices": {
+            "requests": [
+                {
+                    "name": "container-0-request-0",
+                    "exactly": {"deviceClassName": "gpu-class", "allocationMode": "ExactCount", "count": 2},
+                }
+            ]
+        }
+    }
+    assert parse_resource_claim(written) == claim
+    assert claim.metadata.annotations == {ANNOTATION: "true"}
+    assert [(r.name, r.uid, r.controller) for r in claim.metadata.owner_references] == [("p", "u", True)]

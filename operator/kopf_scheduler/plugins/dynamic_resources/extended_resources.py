@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
+from kopf_scheduler.api.containers import Container
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.quantity import QuantityError, parse_quantity
-from kopf_scheduler.api.resource import DeviceClass, ResourceClaim, parse_resource_claim
+from kopf_scheduler.api.resource import (
+    DeviceClass,
+    DeviceRequest,
+    DeviceSubRequest,
+    ResourceClaim,
+    claim_with_requests,
+    parse_resource_claim,
+)
 from kopf_scheduler.dra import is_dra_extended_resource_name
 
 __all__ = [
@@ -29,7 +35,6 @@ __all__ = [
     "special_claim",
 ]
 
-Raw = Mapping[str, Any]
 SPECIAL_NAME = "<extended-resources>"
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
@@ -53,10 +58,9 @@ def find_extended_claim(pod: Pod, claims: Iterable[ResourceClaim]) -> ResourceCl
     return None
 
 
-def node_claim(claim: ResourceClaim, requests: Sequence[Mapping[str, Any]]) -> ResourceClaim:
-    """The extended-resource claim with one node's requests: what PreBind creates in the API, so
-    made from the write path's base (the claim as read or made) with the spec replaced."""
-    return parse_resource_claim({**claim.raw, "spec": {"devices": {"requests": list(requests)}}})
+def node_claim(claim: ResourceClaim, requests: Sequence[DeviceRequest]) -> ResourceClaim:
+    """The extended-resource claim with one node's requests: what PreBind creates in the API."""
+    return claim_with_requests(claim, requests)
 
 
 def special_claim(pod: Pod) -> ResourceClaim:
@@ -80,20 +84,20 @@ def special_claim(pod: Pod) -> ResourceClaim:
     )
 
 
-def _container_amount(container: Raw, name: str) -> int:
-    requests = (container.get("resources") or {}).get("requests") or {}
-    if name not in requests:
-        return 0
-    try:
-        amount = parse_quantity(requests[name])
-    except QuantityError:
+def _container_amount(container: Container, name: str) -> int:
+    amount = container.requests.get(name)
+    if amount is None:
         return 0
     return int(amount) if amount.denominator == 1 else 0  # AsInt64: whole numbers only
 
 
+def _count(request: DeviceRequest) -> int:
+    return request.exactly.count if request.exactly is not None else 0
+
+
 def _request_for(
-    index: int, container: Raw, name: str, class_name: str, reusable: Sequence[dict[str, Any] | None]
-) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+    index: int, container: Container, name: str, class_name: str, reusable: Sequence[DeviceRequest | None]
+) -> tuple[DeviceRequest | None, list[dict[str, str]]]:
     """``createResourceRequestAndMappings``: a request for the container's amount, less what the
     long-lived containers after an init container already asked (it may reuse their devices)."""
     amount = _container_amount(container, name)
@@ -104,66 +108,62 @@ def _request_for(
     for request in reusable:
         if request is None:
             continue
-        have += int(request["exactly"]["count"])
-        mappings.append({"containerName": str(container.get("name", "")), "resourceName": name,
-                         "requestName": request["name"]})  # fmt: skip
+        have += _count(request)
+        mappings.append({"containerName": container.name, "resourceName": name, "requestName": request.name})
         if have >= amount:
             return None, mappings
-    keys = sorted(str(k) for k in ((container.get("resources") or {}).get("requests") or {}))
+    keys = sorted(container.requests)
     request_name = f"container-{index}-request-{keys.index(name) if name in keys else 0}"
-    request = {
-        "name": request_name,
-        "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": amount - have},
-    }
-    mappings.append({"containerName": str(container.get("name", "")), "resourceName": name,
-                     "requestName": request_name})  # fmt: skip
+    request = DeviceRequest(
+        request_name,
+        exactly=DeviceSubRequest(request_name, class_name, allocation_mode="ExactCount", count=amount - have),
+    )
+    mappings.append({"containerName": container.name, "resourceName": name, "requestName": request_name})
     return request, mappings
 
 
 def requests_and_mappings(
     pod: Pod, extended: Mapping[str, int], by_name: Mapping[str, DeviceClass]
-) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """``createRequestsAndMappings``: device requests (sorted by name) and container mappings."""
-    spec = pod.raw.get("spec") or {}
-    inits = [c for c in spec.get("initContainers") or () if isinstance(c, Mapping)]
-    containers = inits + [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
-    long_lived = [
-        i for i, c in enumerate(containers) if i >= len(inits) or c.get("restartPolicy") == "Always"
-    ]
+) -> tuple[list[DeviceRequest], list[dict[str, str]]]:
+    """``createRequestsAndMappings``: device requests (sorted by name) and container mappings (the
+    pod status's ``extendedResourceClaimStatus.requestMappings`` as written)."""
+    inits = pod.init_containers
+    containers = (*inits, *pod.containers)
+    long_lived = [i for i, c in enumerate(containers) if i >= len(inits) or c.sidecar]
     short_lived = [i for i in range(len(inits)) if i not in long_lived]
-    requests: list[dict[str, Any]] = []
+    requests: list[DeviceRequest] = []
     mappings: list[dict[str, str]] = []
     for name in sorted(extended):
         cls = by_name.get(name)
         class_name = cls.metadata.name if cls is not None else ""
         if not class_name:
             continue
-        long_requests: list[dict[str, Any] | None] = [None] * len(containers)
+        long_requests: list[DeviceRequest | None] = [None] * len(containers)
         long_mappings: list[dict[str, str]] = []
         for i in long_lived:
             request, found = _request_for(i, containers[i], name, class_name, ())
             long_requests[i] = request
             long_mappings.extend(found)
-        largest: dict[str, Any] | None = None
+        largest: DeviceRequest | None = None
         short_names: set[str] = set()
         short_mappings: list[dict[str, str]] = []
         for i in short_lived:
             request, found = _request_for(i, containers[i], name, class_name, long_requests[i:])
             if request is not None:
-                short_names.add(request["name"])
-                if largest is None or largest["exactly"]["count"] < request["exactly"]["count"]:
+                short_names.add(request.name)
+                if largest is None or _count(largest) < _count(request):
                     largest = request
             short_mappings.extend(found)
         if largest is not None and len(short_names) > 1:
             # Init containers run one after the other: one request, the largest, serves them all.
-            short_names.discard(largest["name"])
+            short_names.discard(largest.name)
             for m in short_mappings:
                 if m["requestName"] in short_names:
-                    m["requestName"] = largest["name"]
+                    m["requestName"] = largest.name
         if largest is not None:
             requests.append(largest)
         requests.extend(r for r in long_requests if r is not None)
         mappings.extend(long_mappings)
         mappings.extend(short_mappings)
-    requests.sort(key=lambda r: r["name"])
+    requests.sort(key=lambda r: r.name)
     return requests, mappings
