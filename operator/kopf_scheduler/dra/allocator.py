@@ -113,7 +113,7 @@ class _Request:
 @dataclass(slots=True, eq=False)
 class _Device:
     id: DeviceID
-    raw: Device
+    spec: Device  # the slice's entry for it (typed)
     slice: ResourceSlice
     pool: Pool
 
@@ -158,7 +158,7 @@ class _Constraint:
 
 
 def _lookup_attribute(device: _Device, name: str) -> tuple[str, Any] | None:
-    attrs = device.raw.attributes
+    attrs = device.spec.attributes
     attr = attrs.get(name)
     if attr is None:
         domain, sep, ident = name.partition("/")
@@ -436,7 +436,7 @@ class _Run:
                         if not self._selectable(ci, ri, si, req, device):
                             continue
                         if self.features.consumable_capacity and not _fits_capacity(
-                            {}, req.capacity_requests, device.raw, None
+                            {}, req.capacity_requests, device.spec, None
                         ):
                             continue
                         req.all_devices.append(device)
@@ -458,8 +458,8 @@ class _Run:
     # -- matching --
 
     def _selectable(self, ci: int, ri: int, si: int, req: _Request, device: _Device) -> bool:
-        raw = device.raw
-        if not self.features.device_binding_and_status and raw.binding_conditions:
+        spec = device.spec
+        if not self.features.device_binding_and_status and spec.binding_conditions:
             return False
         key = (device.id, ci, ri, si)
         found = self.matches.get(key)
@@ -469,7 +469,7 @@ class _Run:
             ci, device, req.class_, req.class_.selectors if req.class_ is not None else ()
         ) and self._selectors_match(ci, device, None, req.selectors)
         if result and device.slice.per_device_node_selection:
-            result = node_matches(self.node, raw.node_name, raw.all_nodes, raw.node_selector)
+            result = node_matches(self.node, spec.node_name, spec.all_nodes, spec.node_selector)
         self.matches[key] = result
         return result
 
@@ -485,7 +485,7 @@ class _Run:
             if compiled.error is not None:
                 raise AllocationError(f"{where}: selector #{i}: CEL compile error: {compiled.error}")
             try:
-                if not self.a.cel_cache.device_matches(compiled, expression, device.id[0], device.raw):
+                if not self.a.cel_cache.device_matches(compiled, expression, device.id[0], device.spec):
                     return False
             except CelError as exc:
                 raise AllocationError(
@@ -512,14 +512,14 @@ class _Run:
             current is None
             and req.capacity_requests is None
             and device.id not in self.allocating_capacity
-            and not any(c.request_policy is not None for c in device.raw.capacity.values())
+            and not any(c.request_policy is not None for c in device.spec.capacity.values())
         ):
             # Nothing requested and nothing consumed: what is taken is each capacity's whole value,
             # which fits.
             return True
         current = current or {}
         return _fits_capacity(
-            current, req.capacity_requests, device.raw, self.allocating_capacity.get(device.id)
+            current, req.capacity_requests, device.spec, self.allocating_capacity.get(device.id)
         )
 
     def _reserve_counters(self, device: _Device) -> bool:
@@ -535,7 +535,7 @@ class _Run:
         return True
 
     def _add_counters(self, device: _Device, consumed: dict[str, dict[str, Fraction]], sign: int) -> None:
-        for consumption in device.raw.consumes_counters:
+        for consumption in device.spec.consumes_counters:
             target = consumed.setdefault(consumption.counter_set, {})
             for cname, amount in consumption.counters.items():
                 target[cname] = target.get(cname, Fraction(0)) + sign * amount
@@ -627,12 +627,12 @@ class _Run:
 
     def _allocate_device(self, ci: int, ri: int, si: int, req: _Request, device: _Device, must: bool) -> Any:
         """Tentatively take the device; return an undo callable, or None when it cannot be taken."""
-        multi = self.features.consumable_capacity and device.raw.allow_multiple_allocations
+        multi = self.features.consumable_capacity and device.spec.allow_multiple_allocations
         if not multi and req.admin_access and ci in self.allocating.get(device.id, ()):
             return None
         if not req.admin_access and self._in_use(device.id):
             return None
-        counters = device.raw.consumes_counters
+        counters = device.spec.consumes_counters
         if not self.features.partitionable_devices and counters:
             return None
         undo_steps: list[Any] = []
@@ -648,7 +648,7 @@ class _Run:
             consumed = self.consumed_counters[device.pool.id]
             undo_steps.append(lambda: self._add_counters(device, consumed, -1))
         base, sub = (req.parent, req.name) if req.parent is not None else (req.name, None)
-        if self.features.device_taints and _taint_prevents(device.raw, req):
+        if self.features.device_taints and _taint_prevents(device.spec, req):
             undo()
             return None
         for constraint in self.constraints[ci]:
@@ -672,7 +672,7 @@ class _Run:
                 undo()
                 return None
             if multi:
-                consumed_capacity = _consumed_capacity(req.capacity_requests, device.raw.capacity)
+                consumed_capacity = _consumed_capacity(req.capacity_requests, device.spec.capacity)
                 share_id = str(uuid.uuid4())
                 existed = device.id in self.allocating_capacity
                 total = self.allocating_capacity.setdefault(device.id, {})
@@ -706,8 +706,8 @@ class _Run:
                 device=r.device.id[2],
                 admin_access=r.request.admin_access,
                 tolerations=r.request.spec.tolerations,
-                binding_conditions=r.device.raw.binding_conditions if binding else (),
-                binding_failure_conditions=r.device.raw.binding_failure_conditions if binding else (),
+                binding_conditions=r.device.spec.binding_conditions if binding else (),
+                binding_failure_conditions=r.device.spec.binding_failure_conditions if binding else (),
                 share_id=r.share_id,
                 consumed_capacity=r.consumed or {},
             )
@@ -771,7 +771,7 @@ class _Run:
         fields: list[NodeSelectorRequirement] = []
         expressions: list[NodeSelectorRequirement] = []
         for r in results:
-            slice_, device = r.device.slice, r.device.raw
+            slice_, device = r.device.slice, r.device.spec
             if slice_.per_device_node_selection:
                 node_name, selector = device.node_name, device.node_selector
             else:
