@@ -105,7 +105,9 @@ def test_conditions_the_scheduler_reads() -> None:
     pod = parse_pod(_pod())
     # Ready is not one the scheduler reads: left out; the others in their order.
     assert pod.conditions == (
-        PodCondition("DisruptionTarget", "True", "PreemptionByScheduler", "preempted", "2026-01-01T00:00:01Z"),
+        PodCondition(
+            "DisruptionTarget", "True", "PreemptionByScheduler", "preempted", "2026-01-01T00:00:01Z"
+        ),
         PodCondition("PodScheduled", "True", "", "", "2026-01-01T00:00:00Z"),
     )
     assert pod.condition("PodScheduled") is pod.conditions[1]
