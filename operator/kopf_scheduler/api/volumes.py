@@ -8,9 +8,11 @@ reference's ``VolumesSigner`` marshals every source but ConfigMaps and Secrets).
 
 The hot path is the informer parsing every pod: most volumes are the same few sources in every pod
 of a template (the service account's projected ``kube-api-access-*`` volume, emptyDirs, ephemeral
-claim templates) under a per-pod name, so a source's parsed form (with its signature) is shared by
-the volumes whose source content is equal; a ``persistentVolumeClaim`` source is a claim name and a
-flag, parsed inline with no signature to compute.
+claim templates) under a per-pod name. A bound pod (most of what an informer parses) is never
+signed: its sources without typed fields are one shared VolumeSource per kind, their content never
+looked at. A pod still to schedule shares each source's parsed form and signature with the last
+pods whose source content was equal. A ``persistentVolumeClaim`` source is a claim name and a flag,
+parsed inline with no signature to compute.
 """
 
 from __future__ import annotations
