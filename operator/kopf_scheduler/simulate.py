@@ -390,8 +390,9 @@ def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def feature_gates(args: argparse.Namespace) -> features.FeatureGates:
-    """``--feature-gates`` as given (features.FeatureGateError if the reference would refuse them)."""
-    return features.FeatureGates.parse(getattr(args, "feature_gates", None) or [])
+    """``--feature-gates`` as given (features.FeatureGateError if the reference would refuse them);
+    ``args`` from a parser given :func:`add_feature_gates_argument` (its default: none)."""
+    return features.FeatureGates.parse(args.feature_gates)
 
 
 def dataclass_dict(o: PodOutcome) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if getattr(args, "from_cluster", False) or getattr(args, "explain", None):
+    if args.from_cluster or args.explain:
         if args.from_cluster:
             return _run_from_cluster(args)
         if not args.files:

@@ -114,11 +114,7 @@ def _connection_error(exc: BaseException, method: str, url: str, what: str) -> A
     retriable (``net.IsConnectionRefused``), worded as client-go words it; a reset or timeout
     may have been applied, so it stays an ApiError (a reset or early close a ``_Disconnected``,
     which a GET retries)."""
-    os_error = getattr(exc, "os_error", None)
-    if (
-        isinstance(exc, aiohttp.ClientConnectorError)
-        and getattr(os_error, "errno", None) == errno.ECONNREFUSED
-    ):
+    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
         host = f"{exc.host}:{exc.port}"
         return TransientError(f'{method.capitalize()} "{url}": dial tcp {host}: connect: connection refused')
     message = f"{what}: {type(exc).__name__}: {exc}"

@@ -383,6 +383,8 @@ def _kubeconfig_source(paths: str, context: str | None) -> Callable[[], Loaded]:
             if not config.host:
                 raise LoginError(f"kubeconfig {paths}: the cluster has no server")
             context_node = loader.current_context.get("context") or {}
+            # The library sets ``expiry`` only for some exec/auth-provider answers (it asks its own
+            # __dict__ for it): an optional attribute the library does not type.
             expiry = getattr(loader, "expiry", None)
             info = _info_from(
                 config,
@@ -450,6 +452,7 @@ def _static_kubeconfig(path: str, context: str | None) -> Loaded | None:
         return None
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
+        # CSafeLoader exists only when PyYAML was built with libyaml.
         config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         name = context or config["current-context"]
         ctx = next(c["context"] for c in config["contexts"] if c["name"] == name)

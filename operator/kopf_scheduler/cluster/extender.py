@@ -396,13 +396,20 @@ def _connection_error(url: str, exc: BaseException) -> str:
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    os_error = getattr(exc, "os_error", None) or (exc if isinstance(exc, OSError) else None)
-    code = getattr(os_error, "errno", None)
+    # aiohttp's connector errors carry the socket's OSError (``os_error``); a bare OSError is its own.
+    os_error: OSError | None = None
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = exc.os_error
+    elif isinstance(exc, OSError):
+        os_error = exc
+    code = os_error.errno if os_error is not None else None
     if isinstance(exc, aiohttp.ClientConnectorCertificateError) or isinstance(
         os_error, ssl.SSLCertVerificationError
     ):
         cause = "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-        verify = getattr(exc, "certificate_error", os_error)
+        verify: BaseException | None = os_error
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            verify = exc.certificate_error
         if "hostname" in str(verify).lower() or "ip address mismatch" in str(verify).lower():
             cause = f"tls: failed to verify certificate: x509: certificate is not valid for {host}"
     elif isinstance(exc, aiohttp.ClientConnectorDNSError) or code in (

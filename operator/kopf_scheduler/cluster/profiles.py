@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, ProfileError, SchedulerProfileSpec
 from kopf_scheduler.framework.profiles import load_profile
+from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFitArgs
 
 __all__ = ["ProfileController", "ProfileTarget", "score_strategy"]
 
@@ -43,8 +44,9 @@ def score_strategy(profile: SchedulerProfileSpec) -> str:
     if resolved is None or "NodeResourcesFit" not in resolved.points.get("score", []):
         return ""
     args = resolved.args.get("NodeResourcesFit")
-    strategy = getattr(args, "scoring_strategy", None)
-    return str(getattr(strategy, "type", "") or "LeastAllocated")
+    if not isinstance(args, NodeResourcesFitArgs):  # an out-of-tree plugin under the name
+        return "LeastAllocated"
+    return args.scoring_strategy.type or "LeastAllocated"
 
 
 def _field_errors(exc: ProfileError) -> str:

@@ -225,8 +225,9 @@ class _StringSlice(argparse.Action):
     """pflag's StringSlice: comma-separated; the first use replaces the default, later ones add."""
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
-        first = not getattr(namespace, f"_{self.dest}_given", False)
-        current = [] if first else list(getattr(namespace, self.dest) or [])
+        # argparse keeps values as the namespace's attributes by dest: ours, a marker beside it.
+        first = not vars(namespace).get(f"_{self.dest}_given", False)
+        current = [] if first else list(vars(namespace)[self.dest] or [])
         setattr(namespace, f"_{self.dest}_given", True)
         current += next(csv.reader([values])) if values else []
         setattr(namespace, self.dest, current)
@@ -398,7 +399,7 @@ TEXT_FORMAT = "[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s"
 
 def configure_logging(args: argparse.Namespace) -> None:
     """klog's -v and --logging-format onto Kopf's and our loggers, as ``kopf.configure`` sets them."""
-    level = int(getattr(args, "verbosity", 0) or 0)
+    level = int(args.verbosity or 0)  # args from add_arguments' parser: every flag has a default
     # -v 1-3: Kopf's info lines too; -v 4 and more (or --verbose): debug; --debug: Kopf's debug mode.
     debug = bool(args.debug)
     handler = logging.StreamHandler()
@@ -413,7 +414,7 @@ def configure_logging(args: argparse.Namespace) -> None:
     if level == 0 and not (args.verbose or args.debug):
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("kopf_scheduler").setLevel(logging.INFO)
-    if getattr(args, "logging_format", "text") == "json":
+    if args.logging_format == "json":
         formatter = JsonFormatter()
         for each in logging.getLogger().handlers:
             each.setFormatter(formatter)

@@ -72,14 +72,15 @@ class RunConfig:
 def _leader_election_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The --leader-elect* flags given, as v1 leaderElection fields (ApplyLeaderElectionTo)."""
     out: dict[str, Any] = {}
-    if getattr(args, "leader_elect", None) is not None:
+    flags = vars(args)  # run's parser gives every flag a default (None: not given)
+    if args.leader_elect is not None:
         out["leaderElect"] = bool(args.leader_elect)
     for dest, key in (
         ("peering_lifetime", "leaseDuration"),
         ("renew_deadline", "renewDeadline"),
         ("retry_period", "retryPeriod"),
     ):
-        value = getattr(args, dest, None)
+        value = flags[dest]
         if value is not None:
             out[key] = format_duration(round(value * 1e9))
     for dest, key in (
@@ -87,7 +88,7 @@ def _leader_election_flags(args: argparse.Namespace) -> dict[str, Any]:
         ("leader_elect_resource_namespace", "resourceNamespace"),
         ("leader_elect_resource_lock", "resourceLock"),
     ):
-        value = getattr(args, dest, None)
+        value = flags[dest]
         if value:
             out[key] = value
     return out
@@ -111,8 +112,9 @@ def _extenders(config: KubeSchedulerConfiguration) -> list[HTTPExtender]:
 
 def resolve(args: argparse.Namespace) -> RunConfig:
     """Flags and file into what ``run`` needs; RunConfigError with the reference's message if invalid."""
-    texts = list(getattr(args, "feature_gates", None) or [])
-    if getattr(args, "opportunistic_batching", True) is False:
+    # ``args`` from run's parser (cluster/run.py), which gives every flag a default.
+    texts = list(args.feature_gates)
+    if args.opportunistic_batching is False:
         texts.insert(0, "OpportunisticBatching=false")  # the older flag, an alias
     try:
         gates = features.FeatureGates.parse(texts)
@@ -120,9 +122,9 @@ def resolve(args: argparse.Namespace) -> RunConfig:
         raise RunConfigError(str(exc)) from None
     warnings = gates.warnings()
     le_flags = _leader_election_flags(args)
-    given = {dest: getattr(args, dest, None) for dest, _ in _CONNECTION_FLAGS}
+    given = {dest: vars(args)[dest] for dest, _ in _CONNECTION_FLAGS}
     with features.using(gates):  # defaulting and validation read the gates, as the reference's do
-        if getattr(args, "config", None):
+        if args.config:
             path = Path(args.config)
             try:
                 text = path.read_text()
@@ -174,14 +176,14 @@ def resolve(args: argparse.Namespace) -> RunConfig:
         warnings.append(f"contentType {content_type} is accepted, but kopf-scheduler talks JSON only")
     le = config.leader_election
     if le_flags.get("resourceNamespace") or (
-        getattr(args, "config", None) and le.resource_namespace != "kube-system"
+        args.config and le.resource_namespace != "kube-system"
     ):
         warnings.append(
             f"leaderElection.resourceNamespace {le.resource_namespace} is accepted, but the peering "
             "object kopf-scheduler elects on is cluster-scoped"
         )
     options: dict[str, Any] = {
-        "standalone": bool(getattr(args, "standalone", False)) or not le.leader_elect,
+        "standalone": bool(args.standalone) or not le.leader_elect,
         "peering": le.resource_name if resource_name_given else args.peering,
         "peering_lifetime": le.lease_duration,
         "renew_deadline": le.renew_deadline,

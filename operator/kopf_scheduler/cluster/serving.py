@@ -254,7 +254,7 @@ def generate_self_signed(
 def _load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
     """``load_cert_chain`` from bytes: ``ssl`` reads only files, so the key goes through a memfd
     (never on a disk), or a private temporary directory where there is none."""
-    if hasattr(os, "memfd_create"):
+    if hasattr(os, "memfd_create"):  # the platform's: os has it on Linux only
         fds = [os.memfd_create("kopf-scheduler-serving", 0) for _ in range(2)]
         try:
             for fd, data in zip(fds, (cert_pem, key_pem), strict=True):
@@ -487,7 +487,8 @@ class ReviewClient:
         except ConnectionResetError as exc:
             raise _Transient(f"{where}: {exc.strerror or exc}") from None
         except (OSError, ValueError) as exc:
-            raise ReviewError(f"{where}: {getattr(exc, 'strerror', None) or exc}") from None
+            strerror = exc.strerror if isinstance(exc, OSError) else None
+            raise ReviewError(f"{where}: {strerror or exc}") from None
         finally:
             conn.close()
         if resp.status == 401 and not reloaded:

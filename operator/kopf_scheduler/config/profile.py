@@ -169,6 +169,7 @@ class Plugins(_Model):
     )
 
     def point(self, camel: str) -> PluginSet:
+        # A field by its API name (every key of _SNAKE names one of this model's fields): no probe.
         ps: PluginSet = getattr(self, _SNAKE[camel])
         return ps
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kopf_scheduler.plugins.node_resources_fit import fits_request
+from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit, fits_request
 from kopf_scheduler.plugins.taint_toleration import find_untolerated_taint
 
 if TYPE_CHECKING:
@@ -49,9 +49,12 @@ def _amount(resource: str, value: int) -> str:
 
 
 def _resources(fw: Framework, pod: Pod, info: NodeInfo, status: Status) -> tuple[list[str], float]:
+    # The profile's own ignored resources (an out-of-tree plugin registered under the name: none).
     plugin = fw.plugins.get("NodeResourcesFit")
-    ignored: frozenset[str] = getattr(plugin, "ignored", frozenset())
-    groups: frozenset[str] = getattr(plugin, "ignored_groups", frozenset())
+    ignored: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+    if isinstance(plugin, NodeResourcesFit):
+        ignored, groups = plugin.ignored, plugin.ignored_groups
     out: list[str] = []
     gap = 0.0
     for r in fits_request(pod.requests, info, ignored, groups):

@@ -24,9 +24,10 @@ reports (the per-node method is the reference).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from kopf_scheduler.framework.events import (
     ActionType,
@@ -39,12 +40,14 @@ from kopf_scheduler.framework.events import (
 
 if TYPE_CHECKING:
     import numpy as np
+    from pydantic import BaseModel
 
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
     from kopf_scheduler.dra import DraManager
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.extender import Extender
+    from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo, QueuedPodInfo
     from kopf_scheduler.metrics.recorder import MetricsRecorder
 
@@ -98,6 +101,7 @@ __all__ = [
     "ScorePlugin",
     "SignFragments",
     "SignPlugin",
+    "StateData",
     "Status",
     "VectorFilter",
     "VectorScore",
@@ -184,8 +188,27 @@ def is_success(status: Status | None) -> bool:
     return status is None or status.code == Code.SUCCESS
 
 
+@runtime_checkable
+class StateData(Protocol):
+    """What a plugin writes into the CycleState (the reference's ``fwk.StateData``).
+
+    ``clone()`` gives the copy a preemption what-if run may change (AddPod/RemovePod) without
+    touching this cycle's; an immutable value may return itself.
+    """
+
+    def clone(self) -> StateData: ...
+
+
+@functools.cache
+def _is_state_data(cls: type) -> bool:
+    """Whether ``cls`` implements :class:`StateData`; asked once per class (an isinstance check
+    against a protocol walks its members, some microseconds: too slow for every write)."""
+    return issubclass(cls, StateData)
+
+
 class CycleState:
-    """Per-cycle scratch space shared by a pod's plugins (``framework.CycleState``)."""
+    """Per-cycle scratch space shared by a pod's plugins (``framework.CycleState``): values are
+    :class:`StateData`, checked when written, so ``clone()`` never has to guess."""
 
     __slots__ = (
         "_data",
@@ -196,7 +219,7 @@ class CycleState:
     )
 
     def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
+        self._data: dict[str, StateData] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
         # This cycle times each plugin call (plugin_execution_duration_seconds is sampled).
@@ -211,16 +234,20 @@ class CycleState:
     def get(self, key: str, default: Any = None) -> Any:
         return self._data.get(key, default)
 
-    def write(self, key: str, value: Any) -> None:
+    def write(self, key: str, value: StateData) -> None:
+        """Raise TypeError for a value without ``clone()``, naming the key: a plugin's state that
+        a what-if run could not copy is refused where it is written, not cloned by chance."""
+        if not _is_state_data(type(value)):
+            raise TypeError(f"cycle state {key!r}: {type(value).__name__} is not StateData (no clone())")
         self._data[key] = value
 
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
     def clone(self) -> CycleState:
-        """Values with a ``clone()`` are cloned (for preemption's what-if runs)."""
+        """Every value cloned (for preemption's what-if runs)."""
         other = CycleState()
-        other._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
+        other._data = {k: v.clone() for k, v in self._data.items()}
         other.skip_filter_plugins = set(self.skip_filter_plugins)
         other.skip_score_plugins = set(self.skip_score_plugins)
         other.record_plugin_metrics = self.record_plugin_metrics
@@ -353,9 +380,13 @@ class Handle(Protocol):
 
 
 class Plugin:
-    """Base class for in-tree plugins; out-of-tree plugins may use it or just have ``name``."""
+    """Base class for in-tree plugins; out-of-tree plugins may use it or just have ``name`` (and
+    ``Args``: the registry checks it when the class is registered)."""
 
     name: str = ""
+    # The pydantic model of the plugin's pluginConfig args (the reference's typed args: validated
+    # and defaulted by it when a profile is resolved); None: the plugin takes no args.
+    Args: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
         self.args = args
@@ -421,7 +452,7 @@ class VectorFilter(Protocol):
     name: str
 
     def filter_vector(
-        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None: ...
 
 
@@ -512,7 +543,7 @@ class VectorScore(Protocol):
     name: str
 
     def score_vector(
-        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None: ...
 
 

@@ -105,10 +105,10 @@ class _CandidateList:
 
 
 def _absent_status(node_statuses: Mapping[str, Status]) -> Status:
-    """Status of nodes missing from the map: UnschedulableAndUnresolvable unless the map says otherwise."""
-    absent = getattr(node_statuses, "absent_nodes_status", None)
-    if isinstance(absent, Status):
-        return absent
+    """Status of nodes missing from the map: a NodeToStatus's own (the scheduler's diagnosis),
+    UnschedulableAndUnresolvable for a plain mapping (nodes a PreFilter ruled out)."""
+    if isinstance(node_statuses, NodeToStatus):
+        return node_statuses.absent_nodes_status
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
 

@@ -141,10 +141,9 @@ def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None
             errors.append((f"{path}.name", f"duplicate config for plugin {pc.name!r}"))
             continue
         seen.add(pc.name)
-        cls = load(pc.name, f"{path}.name")
-        if cls is None:
+        if load(pc.name, f"{path}.name") is None:
             continue
-        model = getattr(cls, "Args", None)
+        model = registry.args_model(pc.name)
         if model is None:
             if pc.args:
                 errors.append((f"{path}.args", f"plugin {pc.name!r} takes no args"))
@@ -159,7 +158,7 @@ def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None
     for name in needed:
         if name in args:
             continue
-        model = getattr(classes[name], "Args", None)
+        model = registry.args_model(name)
         if model is None:
             args[name] = None
             continue

@@ -17,7 +17,9 @@ import difflib
 import importlib
 import importlib.metadata
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
 
 from kopf_scheduler.framework.interface import (
     CAPABILITIES,
@@ -29,11 +31,13 @@ from kopf_scheduler.framework.interface import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "IN_TREE",
+    "EntryPointLike",
     "PluginCapabilityError",
     "PluginImportError",
     "Registry",
     "capability_problems",
     "default_registry",
+    "plugin_args_model",
 ]
 
 ENTRY_POINT_GROUP = "kopf_scheduler.plugins"
@@ -63,6 +67,16 @@ IN_TREE: dict[str, str] = {
     "DefaultPreemption": _P + "default_preemption:DefaultPreemption",
     "GangScheduling": _P + "gang_scheduling:GangScheduling",
 }
+
+
+@runtime_checkable
+class EntryPointLike(Protocol):
+    """What the registry needs of an ``importlib.metadata.EntryPoint``: its ``module:attr`` and
+    ``load()`` (a test or an embedding program may give its own)."""
+
+    value: str
+
+    def load(self) -> Any: ...
 
 
 class PluginImportError(ImportError):
@@ -113,7 +127,31 @@ def capability_problems(cls: type) -> list[str]:
         near = difflib.get_close_matches(name, _HOOKS - mine, n=1, cutoff=_MISSPELT)
         if near:
             problems.append(f"has {name}(), which is no hook: a misspelt {near[0]}()?")
+    args = _declared_args(cls)
+    if args is not None and not (isinstance(args, type) and issubclass(args, BaseModel)):
+        problems.append(f"has Args = {args!r}, which is no pydantic model (nor None)")
     return problems
+
+
+def _declared_args(cls: type) -> object:
+    """The ``Args`` the class or a base declares (``Plugin.Args``), None when none does: read from
+    the classes' own namespaces, as a class attribute, once when the class is checked."""
+    for klass in cls.__mro__:
+        if "Args" in vars(klass):
+            return vars(klass)["Args"]
+    return None
+
+
+def plugin_args_model(cls: type) -> type[BaseModel] | None:
+    """A checked plugin class's args model (None: it takes no args)."""
+    args = _declared_args(cls)
+    if args is None:
+        return None
+    if not (isinstance(args, type) and issubclass(args, BaseModel)):
+        raise PluginCapabilityError(
+            f"plugin class {cls.__qualname__} has Args = {args!r}, which is no pydantic model"
+        )
+    return args
 
 
 def _single(protocol: type, method: str) -> type:
@@ -144,6 +182,7 @@ class Registry(Mapping[str, Any]):
     def __init__(self, entries: Mapping[str, Any] | None = None) -> None:
         self._targets: dict[str, Any] = dict(entries or {})
         self._loaded: dict[str, type] = {}
+        self._args: dict[str, type[BaseModel] | None] = {}
 
     def register(self, name: str, target: Any) -> None:
         """Add or replace a plugin: a class, a ``"module:Class"`` string or an entry point. A class
@@ -152,6 +191,7 @@ class Registry(Mapping[str, Any]):
             _checked(name, target, target)
         self._targets[name] = target
         self._loaded.pop(name, None)
+        self._args.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
         return name in self._targets
@@ -176,6 +216,7 @@ class Registry(Mapping[str, Any]):
                 cls = target
             elif isinstance(target, str):
                 module_name, _, attr = target.partition(":")
+                # The target names the class (an import, not a probe: a missing one is an error).
                 cls = getattr(importlib.import_module(module_name), attr)
             else:  # importlib.metadata.EntryPoint
                 cls = target.load()
@@ -184,11 +225,19 @@ class Registry(Mapping[str, Any]):
         if not isinstance(cls, type):
             raise PluginImportError(f"plugin {name!r} ({_describe(target)}) is not a class")
         self._loaded[name] = _checked(name, target, cls)
+        self._args[name] = plugin_args_model(cls)
         return cls
+
+    def args_model(self, name: str) -> type[BaseModel] | None:
+        """The plugin's pluginConfig args model, as checked when it was loaded (None: no args);
+        the errors of :meth:`get_class`."""
+        self.get_class(name)
+        return self._args[name]
 
     def copy(self) -> Registry:
         other = Registry(self._targets)
         other._loaded = dict(self._loaded)
+        other._args = dict(self._args)
         return other
 
 
@@ -197,7 +246,9 @@ def _describe(target: Any) -> str:
         return f"{target.__module__}:{target.__qualname__}"
     if isinstance(target, str):
         return target
-    return f"entry point {getattr(target, 'value', target)!s}"
+    if isinstance(target, EntryPointLike):
+        return f"entry point {target.value}"
+    return repr(target)
 
 
 def default_registry() -> Registry:

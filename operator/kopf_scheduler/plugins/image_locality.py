@@ -7,8 +7,6 @@ to [23 MiB, 1000 MiB * (containers + image volumes)] and scaled to 0..100.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from kopf_scheduler.api.objects import Pod
@@ -21,6 +19,7 @@ from kopf_scheduler.framework.interface import (
     SignFragments,
     Status,
 )
+from kopf_scheduler.framework.snapshot import Snapshot
 from kopf_scheduler.framework.types import ImageState, NodeInfo
 
 __all__ = ["ImageLocality", "normalized_image_name"]
@@ -99,13 +98,11 @@ class ImageLocality(Plugin):
         return calculate_priority(total_score, count), None
 
     def score_vector(
-        self, state: CycleState, pod: Pod, snapshot: Any, idx: np.ndarray
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
     ) -> np.ndarray | None:
         """Only rows whose node holds one of the pod's images get a non-constant sum, so the work is
         per (pod image, node having it) from the snapshot's image index, not per node."""
-        image_rows = getattr(snapshot, "image_rows", None)
-        if image_rows is None:
-            return None
+        image_rows = snapshot.image_rows
         total = self._total_nodes()
         images, count = _container_images(pod)
         acc: np.ndarray | None = None

@@ -287,9 +287,9 @@ class TallyStore:
         self._limit = limit
 
     @staticmethod
-    def supports(snapshot: Any) -> bool:
-        gens = getattr(snapshot, "row_generation", None)
-        return gens is not None and len(gens) == len(snapshot.node_infos)
+    def supports(snapshot: Snapshot) -> bool:
+        """The snapshot's row generations are current (every row has one)."""
+        return len(snapshot.row_generation) == len(snapshot.node_infos)
 
     def _slot(self, snapshot: Any, signature: Hashable, kind: type[T]) -> T:
         per_snap = self._by_snapshot.get(snapshot)
