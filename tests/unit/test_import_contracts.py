@@ -68,6 +68,13 @@ PROBES: list[tuple[str, str, str]] = [
         "import kopf_scheduler.queue",
     ),
     ("Engine layers", "kopf_scheduler/api/objects.py", "import kopf_scheduler.framework.runtime"),
+    # The pod group's cycle reaching back for the Scheduler, and the two bottom rooms meeting.
+    (
+        "Inside the scheduler",
+        "kopf_scheduler/scheduler/schedule_one_podgroup.py",
+        "import kopf_scheduler.scheduler.schedule_one",
+    ),
+    ("Inside the scheduler", "kopf_scheduler/scheduler/cycle.py", "import kopf_scheduler.scheduler.profiles"),
     (
         "The test kit does not reach the live cluster",
         "kopf_scheduler_workbench/testing/clock.py",
@@ -189,6 +196,9 @@ def test_the_closed_circles_stay_closed_under_type_checking_too() -> None:
     for importer, imported in (
         ("kopf_scheduler.config", "kopf_scheduler.framework"),
         ("kopf_scheduler.simulate", "kopf_scheduler.explain"),
+        # The scheduler's inner rooms: no annotation-only way back up to the Scheduler either.
+        ("kopf_scheduler.scheduler.schedule_one_podgroup", "kopf_scheduler.scheduler.schedule_one"),
+        ("kopf_scheduler.scheduler.cycle", "kopf_scheduler.scheduler.schedule_one_podgroup"),
     ):
         chain = graph.find_shortest_chain(importer, imported, as_packages=True)
         assert chain is None, f"{importer} reaches {imported}: {' -> '.join(chain or ())}"
