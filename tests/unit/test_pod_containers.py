@@ -102,13 +102,23 @@ def test_ephemeral_containers() -> None:
 
 
 def test_conditions_the_scheduler_reads() -> None:
-    pod = parse_pod(_pod())
-    # Ready is not one the scheduler reads: left out; the others in their order.
-    assert pod.conditions == (
+    raw = _pod()
+    # Ready is not one the scheduler reads, nor PodScheduled once True (bound): left out.
+    assert parse_pod(raw).conditions == (
         PodCondition(
             "DisruptionTarget", "True", "PreemptionByScheduler", "preempted", "2026-01-01T00:00:01Z"
         ),
-        PodCondition("PodScheduled", "True", "", "", "2026-01-01T00:00:00Z"),
+    )
+    raw["status"]["conditions"][2] = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/3 nodes are available",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    pod = parse_pod(raw)
+    assert pod.condition("PodScheduled") == PodCondition(
+        "PodScheduled", "False", "Unschedulable", "0/3 nodes are available", "2026-01-01T00:00:00Z"
     )
     assert pod.condition("PodScheduled") is pod.conditions[1]
     assert pod.condition("Ready") is None

@@ -4,7 +4,8 @@ The plugins that look past a pod's summed requests read its containers one by on
 their images, DRA's extended resources each container's requests (and whether an init container
 is a sidecar), an extender's ``IsInterested`` the resource names each requests or limits, and
 NodeDeclaredFeatures the restart rules and mount options that need a node feature. Preemption
-reads the status conditions. Parsing them here keeps ``Pod.raw`` out of the engine.
+reads the status conditions (and the cluster client those it writes). Parsing them here keeps
+``Pod.raw`` out of the engine.
 
 Containers are the same in every pod of a template: ``parse_pod`` memoises them with the requests
 (by what they depend on, see ``container_key``), so a listing of 50,000 pods parses each template's
@@ -135,7 +136,9 @@ READ_CONDITIONS = frozenset({POD_SCHEDULED, DISRUPTION_TARGET})
 
 
 def parse_conditions(raw: Any) -> tuple[PodCondition, ...]:
-    """The pod's conditions of the types in ``READ_CONDITIONS``, in their order."""
+    """The pod's conditions of the types in ``READ_CONDITIONS``, in their order, but PodScheduled
+    once True: the scheduler compares the PodScheduled it writes (False, with a reason) with the
+    pod's, and a True one never equals it; every bound pod has one, and nothing else reads it."""
     if not raw:
         return ()
     out = []
@@ -143,14 +146,18 @@ def parse_conditions(raw: Any) -> tuple[PodCondition, ...]:
         if type(c) is not dict:  # the path is formatted only for the rare others
             c = as_mapping(c, f"status.conditions[{i}]")
         ctype = c.get("type")
-        if type(ctype) is str and ctype in READ_CONDITIONS:
-            out.append(
-                PodCondition(
-                    ctype,
-                    str(c.get("status") or ""),
-                    str(c.get("reason") or ""),
-                    str(c.get("message") or ""),
-                    str(c.get("lastTransitionTime") or ""),
-                )
+        if type(ctype) is not str or ctype not in READ_CONDITIONS:
+            continue
+        status = str(c.get("status") or "")
+        if ctype == POD_SCHEDULED and status == "True":
+            continue
+        out.append(
+            PodCondition(
+                ctype,
+                status,
+                str(c.get("reason") or ""),
+                str(c.get("message") or ""),
+                str(c.get("lastTransitionTime") or ""),
             )
+        )
     return tuple(out)
