@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
@@ -54,7 +54,7 @@ def new_engine(
     *,
     registry: Registry | None = None,
     is_responsible: Callable[[Pod], bool] | None = None,
-    objects: Mapping[str, Mapping[str, Any]] | None = None,
+    objects: Objects | None = None,
     metrics: MetricsRecorder | None = None,
     rng: random.Random | None = None,
     parallel_binds: int = 16,

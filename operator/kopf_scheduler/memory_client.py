@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import ObjectStore
 from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
@@ -54,7 +55,7 @@ class MemoryClusterClient:
     on_bind: Callable[[Pod, str], None] | None = None
     on_evict: Callable[[Pod], None] | None = None
     preemptions: dict[str, list[str]] = field(default_factory=dict)  # preemptor key -> victim keys
-    objects: dict[str, dict[str, Any]] | None = None
+    objects: ObjectStore | None = None
     claim_writes: list[tuple[str, str]] = field(default_factory=list)  # (claim key, what)
     extended_claim_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> status
     pod_group_conditions: dict[str, list[dict[str, Any]]] = field(
@@ -124,7 +125,7 @@ class MemoryClusterClient:
     def _claims(self) -> dict[str, ResourceClaim]:
         if self.objects is None:
             self.objects = {}
-        return self.objects.setdefault(kinds.RESOURCE_CLAIM.kind, {})
+        return kinds.store_of(self.objects, kinds.RESOURCE_CLAIM)
 
     def _stored_claim(self, namespace: str, name: str) -> ResourceClaim:
         stored = self._claims().get(f"{namespace}/{name}")
@@ -215,8 +216,8 @@ class MemoryClusterClient:
         New views replace the old ones, as a watch would deliver new objects.
         """
         assert self.objects is not None
-        pvs = self.objects.setdefault(kinds.PERSISTENT_VOLUME.kind, {})
-        pvcs = self.objects.setdefault(kinds.PERSISTENT_VOLUME_CLAIM.kind, {})
+        pvs = kinds.store_of(self.objects, kinds.PERSISTENT_VOLUME)
+        pvcs = kinds.store_of(self.objects, kinds.PERSISTENT_VOLUME_CLAIM)
         meta = pvc.metadata
         pv = pvs.get(pv_name) or PersistentVolume(ObjectMeta(name=pv_name))
         pv_annotations = dict(pv.metadata.annotations)
@@ -253,7 +254,7 @@ class MemoryClusterClient:
             ),
         )
         pv_name = f"pvc-{meta.uid or meta.name}"
-        self.objects.setdefault(kinds.PERSISTENT_VOLUME.kind, {})[pv_name] = PersistentVolume(
+        kinds.store_of(self.objects, kinds.PERSISTENT_VOLUME)[pv_name] = PersistentVolume(
             ObjectMeta(name=pv_name),
             class_name=pvc.class_name,
             capacity=pvc.requested_storage,

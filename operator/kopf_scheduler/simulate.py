@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import Objects, ObjectStore
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.config import features
@@ -77,7 +78,7 @@ class Inputs:
     running: list[Pod] = field(default_factory=list)
     pending: list[Pod] = field(default_factory=list)
     profiles: list[SchedulerProfileSpec] = field(default_factory=list)
-    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    objects: ObjectStore = field(default_factory=dict)
     # A KubeSchedulerConfiguration among the documents: its profiles are all that is served (the
     # SchedulerProfiles on top), as ``run --config`` serves them.
     config: ks.KubeSchedulerConfiguration | None = None
@@ -203,7 +204,7 @@ def documents_to_inputs(docs: Sequence[tuple[str, Any]]) -> Inputs:
     return inputs
 
 
-def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
+def _claims_from_templates(pod: Pod, objects: ObjectStore) -> Pod:
     """Play the resourceclaim controller: a claim per template entry, named in the pod's status.
 
     The controller names claims ``<pod>-<entry>-<random>``; here the suffix is left out so that
@@ -235,7 +236,7 @@ def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
             },
             "spec": json.loads(json.dumps(template.claim_spec_raw)),
         }
-        objects.setdefault(kinds.RESOURCE_CLAIM.kind, {})[f"{pod.namespace}/{name}"] = (
+        kinds.store_of(objects, kinds.RESOURCE_CLAIM)[f"{pod.namespace}/{name}"] = (
             kinds.RESOURCE_CLAIM.parse(claim)
         )
         added.append({"name": entry.name, "resourceClaimName": name})
@@ -249,7 +250,7 @@ def _claims_from_templates(pod: Pod, objects: dict[str, dict[str, Any]]) -> Pod:
 
 
 def _pod_allocations(
-    pod: Pod, objects: Mapping[str, Mapping[str, Any]], extended: Mapping[str, Any] | None
+    pod: Pod, objects: Objects, extended: Mapping[str, Any] | None
 ) -> dict[str, list[str]] | None:
     """Claim -> devices, for the pod's claims and the claim made for its extended resources."""
     if not pod.resource_claims and extended is None:

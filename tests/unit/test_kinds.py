@@ -12,6 +12,7 @@ import pytest
 from kopf_scheduler import simulate
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.objects import parse_node, parse_pod
 from kopf_scheduler.api.types import ObjectError
 from kopf_scheduler.cache.cache import object_key
 from kopf_scheduler.cluster import runtime
@@ -130,3 +131,11 @@ def test_objects_of_reads_one_kind() -> None:
     objects = {"StorageClass": {"fast": {"metadata": {"name": "fast"}}}}
     assert dict(kinds.objects_of(objects, kinds.STORAGE_CLASS)) == objects["StorageClass"]
     assert dict(kinds.objects_of(objects, kinds.CSI_NODE)) == {}
+
+
+def test_every_kind_the_scheduler_reads_has_its_parser() -> None:
+    """Only the workbench's kinds are stored raw: the scheduler's are typed at the edge."""
+    untyped = sorted(k.kind for k in kinds.KINDS if not k.typed)
+    workbench = sorted(k.kind for k in kinds.KINDS if k.role is kinds.Role.WORKBENCH)
+    assert untyped == workbench
+    assert kinds.POD.parse is parse_pod and kinds.NODE.parse is parse_node

@@ -25,6 +25,7 @@ from kopf_scheduler.api.core import (
     parse_service,
 )
 from kopf_scheduler.api.meta import ObjectMeta
+from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from kopf_scheduler.api.resource import (
@@ -64,11 +65,14 @@ __all__ = [
     "POD_FIELD_SELECTOR",
     "HasMeta",
     "Kind",
+    "ObjectStore",
+    "Objects",
     "Raw",
     "Role",
     "by_name",
     "namespaced_kinds",
     "objects_of",
+    "store_of",
 ]
 
 # Terminal pods hold no resources: kube-scheduler's pod informer excludes them the same way.
@@ -95,6 +99,11 @@ class HasMeta(Protocol):
 
     @property
     def metadata(self) -> ObjectMeta: ...
+
+
+# ``handle.objects``: kind -> key -> that kind's typed view (read one kind typed with ``objects_of``).
+Objects = Mapping[str, Mapping[str, HasMeta]]
+ObjectStore = dict[str, dict[str, HasMeta]]  # the cache's (and simulate's) own, filled at the edge
 
 
 def _raw(raw: Raw) -> Raw:
@@ -125,6 +134,11 @@ class Kind(Generic[T]):
     # The EventResource (framework/events.py) a change raises; None: no plugin listens to it.
     event: str | None = None
     parse: Callable[[Raw], T] = _RAW
+
+    @property
+    def typed(self) -> bool:
+        """Whether the kind has a view of its own (only the workbench's kinds stay raw)."""
+        return self.parse is not _RAW
 
     @property
     def group_version(self) -> str:
@@ -168,8 +182,8 @@ _SCHEDULING = "scheduling.k8s.io"
 
 # One constant a kind, typed by its view: ``objects_of(handle.objects, PERSISTENT_VOLUME_CLAIM)``.
 # A kind without ``parse=`` is still stored raw (``Kind[Raw]``).
-NODE: Kind[Raw] = Kind("Node", "", "v1", "nodes", False, Role.NODE, event="Node")
-POD: Kind[Raw] = Kind("Pod", "", "v1", "pods", True, Role.POD, event="Pod")
+NODE: Kind[Node] = Kind("Node", "", "v1", "nodes", False, Role.NODE, event="Node", parse=parse_node)
+POD: Kind[Pod] = Kind("Pod", "", "v1", "pods", True, Role.POD, event="Pod", parse=parse_pod)
 # The kinds the plugins read through handle.objects, informed in this order.
 PERSISTENT_VOLUME_CLAIM: Kind[PersistentVolumeClaim] = Kind(
     "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, event="PersistentVolumeClaim",
@@ -304,3 +318,9 @@ def objects_of(objects: Mapping[str, Mapping[str, object]], kind: Kind[T]) -> Ma
     ``kind.parse`` returned, so the cast holds by construction.
     """
     return cast("Mapping[str, T]", objects.get(kind.kind, _NONE))
+
+
+def store_of(objects: ObjectStore, kind: Kind[T]) -> dict[str, T]:
+    """The writable map of ``kind`` in a store its owner fills (the memory client plays the
+    apiserver's writes on simulate's store), created empty if absent; typed as ``objects_of``."""
+    return cast("dict[str, T]", objects.setdefault(kind.kind, {}))

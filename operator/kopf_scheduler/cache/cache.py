@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import ObjectStore
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.cache.podgroups import PodGroupStates
 from kopf_scheduler.framework.snapshot import Snapshot
@@ -143,7 +144,7 @@ class Cache:
         self._images: dict[str, _ImageEntry] = {}
         self._node_images: dict[str, tuple[str, ...]] = {}
         self._snapshot_tree_version: weakref.WeakKeyDictionary[Snapshot, int] = weakref.WeakKeyDictionary()
-        self.objects: dict[str, dict[str, Any]] = {}  # kind -> key -> typed view
+        self.objects: ObjectStore = {}  # kind -> key -> typed view
         self.pod_groups = PodGroupStates(self.is_assumed)
 
     # -- nodes --

@@ -7,8 +7,10 @@ scheduler placed whose binding the watch has not confirmed yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
+
+from kopf_scheduler.api.kinds import Objects
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Node, Pod
@@ -24,7 +26,7 @@ class SchedulerCache(Protocol):
 
     # kind -> key -> raw object: what ``Handle.objects`` reads
     @property
-    def objects(self) -> Mapping[str, Mapping[str, Mapping[str, Any]]]: ...
+    def objects(self) -> Objects: ...
 
     # -- nodes --
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.framework.events import (
     ActionType,
     ClusterEvent,
@@ -335,7 +336,7 @@ class Handle(Protocol):
     # Cluster objects other than pods and nodes (PVCs, PVs, StorageClasses, CSINodes, PDBs,
     # Namespaces), keyed by kind then by "namespace/name" or "name". Filled by the edge.
     @property
-    def objects(self) -> Mapping[str, Mapping[str, Any]]: ...
+    def objects(self) -> Objects: ...
 
     @property
     def client(self) -> ClusterClient | None:

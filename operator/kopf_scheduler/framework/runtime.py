@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.config.gotext import format_duration, go_quote
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.dra import DraManager
@@ -288,7 +289,7 @@ class FrameworkServices:
     SchedulerProfile edit gets the same ones)."""
 
     snapshot: Snapshot  # the scheduler refreshes it each cycle; the plugins read it
-    objects: Mapping[str, Mapping[str, Any]]
+    objects: Objects
     client: ClusterClient
     nominator: PodNominator
     metrics: MetricsRecorder
@@ -326,7 +327,7 @@ class Framework:
         registry: Registry | None = None,
         *,
         snapshot: Snapshot | None = None,
-        objects: Mapping[str, Mapping[str, Any]] | None = None,
+        objects: Objects | None = None,
         client: ClusterClient | None = None,
         nominator: PodNominator | None = None,
         parallelism: int = 16,
@@ -344,7 +345,7 @@ class Framework:
         self.metrics = metrics if metrics is not None else NoopMetrics()
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self._snapshot = snapshot
-        self._objects: Mapping[str, Mapping[str, Any]] = objects if objects is not None else {}
+        self._objects: Objects = objects if objects is not None else {}
         self._dra = dra if dra is not None else DraManager(self._objects)
         self._client = client
         self._nominator = nominator
@@ -468,7 +469,7 @@ class Framework:
         return self._snapshot
 
     @property
-    def objects(self) -> Mapping[str, Mapping[str, Any]]:
+    def objects(self) -> Objects:
         return self._objects
 
     @property

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.storage import (
     CSINode,
@@ -142,7 +143,7 @@ class NodeVolumeLimits(Plugin):
         self.random_volume_id_prefix = secrets.token_hex(16)
 
     @property
-    def _objects(self) -> Mapping[str, Mapping[str, Any]]:
+    def _objects(self) -> Objects:
         return self.handle.objects if self.handle is not None else {}
 
     # -- events --

@@ -16,13 +16,14 @@ for rows whose generation moved; otherwise the walk over nodes runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.selectors import parse_topology_spread
 from kopf_scheduler.api.types import TopologySpreadConstraint
@@ -286,7 +287,7 @@ class PodTopologySpread(Plugin):
         names = list(values)  # codes are assigned in insertion order: names[code] is the value
         return {names[k]: int(sums[k]) for k in np.flatnonzero(seen).tolist()}
 
-    def _objects(self) -> Mapping[str, Mapping[str, Any]]:
+    def _objects(self) -> Objects:
         return self.handle.objects if self.handle is not None else {}
 
     def _all_nodes(self, fallback: Sequence[NodeInfo]) -> Sequence[NodeInfo]:

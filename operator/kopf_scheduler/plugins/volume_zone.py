@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from kopf_scheduler.framework import signers
@@ -78,7 +78,7 @@ class VolumeZone(Plugin):
         return [(signers.VOLUMES, signers.volumes(pod))], None
 
     def _pv_topologies(self, pod: Pod) -> tuple[tuple[_PVTopology, ...], Status | None]:
-        objects: Mapping[str, Mapping[str, Any]] = self.handle.objects if self.handle is not None else {}
+        objects: Objects = self.handle.objects if self.handle is not None else {}
         claims = kinds.objects_of(objects, kinds.PERSISTENT_VOLUME_CLAIM)
         out: list[_PVTopology] = []
         for claim_name in pvc_claim_names(pod):

@@ -15,11 +15,12 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
 from kopf_scheduler.cache.interface import SchedulerCache
@@ -152,7 +153,7 @@ class Scheduler:
         self.clock = clock
         self.snapshot: Snapshot = services.snapshot
         self.nominator: PodNominator = services.nominator
-        self.objects: Mapping[str, Mapping[str, Any]] = services.objects
+        self.objects: Objects = services.objects
         self.next_start_node_index = 0
         self._np_rng = np.random.default_rng(self.rng.getrandbits(64))  # batch lists' tie-breakers
         self._bind_sem = asyncio.Semaphore(parallel_binds)

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.resource import (
     AllocationResult,
     ConsumerReference,
@@ -199,7 +200,7 @@ class DynamicResources(Plugin):
     # -- object access --
 
     @property
-    def _objects(self) -> Mapping[str, Mapping[str, Any]]:
+    def _objects(self) -> Objects:
         return self.handle.objects if self.handle is not None else {}
 
     def _classes(self) -> Mapping[str, DeviceClass]:

@@ -8,9 +8,9 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.storage import (
     ANN_SELECTED_NODE,
@@ -119,7 +119,7 @@ class VolumeBinding(Plugin):
     # -- object access --
 
     @property
-    def _objects(self) -> Mapping[str, Mapping[str, Any]]:
+    def _objects(self) -> Objects:
         return self.handle.objects if self.handle is not None else {}
 
     def _storage_class(self, name: str) -> StorageClass | None:
