@@ -4,7 +4,7 @@ Like ``kopf run -m kopf_scheduler.cluster.operator --all-namespaces --peering NA
 environment variables ``KOPF_SCHEDULER_*``, plus the scheduler's own flags, and a quicker start:
 the scheduler's runtime (``runtime.py``: informers, leader election, scheduling) starts on its own
 first, and Kopf (the SchedulerProfile watch, ``operator.py``) is imported and started beside it only
-once the first cycle is under way. A failover's cost is the time to the new leader's first bind.
+once the first cycles are done. A failover's cost is the time to the new leader's first bind.
 """
 
 from __future__ import annotations
@@ -517,7 +517,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def operate(options: Options, credentials: Credentials) -> None:
-    """The scheduler's runtime first, then Kopf beside it once the first cycle is under way.
+    """The scheduler's runtime first, then Kopf beside it once the first cycles are done.
 
     Kopf's import and start-up (~0.1-0.2 s of the one core) would otherwise come before the first
     bind; the SchedulerProfiles are listed by the runtime itself before its first cycle, and Kopf's

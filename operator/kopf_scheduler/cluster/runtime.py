@@ -283,7 +283,7 @@ class SchedulerRuntime:
         self._invalid_reported: OrderedDict[str, str] = OrderedDict()
         self._server: Any = None
         self._stopping = False
-        self._stopped = False
+        self._stop_task: asyncio.Future[None] | None = None
 
     # -- wiring --
 
@@ -439,18 +439,30 @@ class SchedulerRuntime:
         for informer in self.informers():
             self._spawn(f"informer-{informer.kind}", informer.run())
 
-    async def under_way(self, grace: float = 1.0, limit: float = 10.0) -> None:
-        """Return once the first cycle is under way: at the first bind, or ``grace`` seconds after
-        the initial listing when nothing was bound by then (nothing pending, a standby), or after
-        ``limit`` seconds without a listing (a standby that lists only once it leads).
+    async def under_way(
+        self, quiet: float = 0.2, grace: float = 1.0, limit: float = 10.0, poll: float = 0.05
+    ) -> None:
+        """Return once the first cycles are done: the initial listing in, and the scheduling queue
+        without an active pod for ``quiet`` seconds after a bind (``grace`` seconds when nothing
+        was bound: nothing pending, a standby); at the latest after ``limit`` seconds (a backlog,
+        a standby that lists only once it leads).
 
-        ``run`` starts Kopf then: its import and start-up take the one core for a while, and should
-        not stand between the process's start and its first bind.
+        ``run`` starts Kopf then: its import and start-up hold the one core for a while (~0.1-0.2 s),
+        which must not stand between the process's start and its first bind, nor stall a burst.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.synced.wait(), limit)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.client.bound.wait(), grace)
+        idle_since: float | None = None
+        while (now := loop.time()) < deadline:
+            if self.queue.pending_pods()["active"]:
+                idle_since = None
+            else:
+                idle_since = now if idle_since is None else idle_since
+                if now - idle_since >= (quiet if self.client.bound.is_set() else grace):
+                    return
+            await asyncio.sleep(poll)
 
     def endpoints(self) -> Endpoints:
         """What the secure port reads (from its threads: plain reads, no coroutine)."""
@@ -533,11 +545,17 @@ class SchedulerRuntime:
         """SIGTERM: stop scheduling, drain what is in flight, *then* give the lead up.
 
         In that order, so the next leader's first bind comes after our last write: releasing first
-        (as Kopf's peering did) let both replicas write during every rollout.
+        (as Kopf's peering did) let both replicas write during every rollout. Called twice under
+        ``run`` (Kopf's cleanup handler, then ``operate``): the second waits for the first, which
+        a cancelled caller (Kopf cancelling its cleanup) leaves running, or runs it again if it
+        was cancelled itself.
         """
-        if self._stopped:
-            return
-        self._stopping = self._stopped = True
+        if self._stop_task is None or self._stop_task.cancelled():
+            self._stop_task = asyncio.ensure_future(self._stop(drain_timeout))
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, drain_timeout: float) -> None:
+        self._stopping = True
         self.scheduler.stop()
         scheduling = self._tasks.get("scheduling")
         if scheduling is not None and self.leader.leading.is_set():  # a standby has nothing to drain
