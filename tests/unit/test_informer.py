@@ -280,10 +280,12 @@ async def test_malformed_lines_and_error_codes_end_the_watch_not_the_informer() 
         lists = server.list_requests()
         watches = server.watch_requests()
     assert len(lists) == 4 and len(watches) == 5
-    # Each re-list asks for at least what was seen (client-go's relistResourceVersion), from the
-    # watch cache; each watch starts from the last version seen.
-    assert [r.query.get("resourceVersion") for r in lists] == ["0", "2", "4", "5"]
-    assert {r.query.get("resourceVersionMatch") for r in lists} == {"NotOlderThan"}
+    # The first listing is a consistent read, paginated (no version: the watch cache ignores the
+    # limit at "0"); each re-list asks for at least what was seen (client-go's
+    # relistResourceVersion), from the watch cache; each watch starts from the last version seen.
+    assert [r.query.get("resourceVersion") for r in lists] == [None, "2", "4", "5"]
+    assert [r.query.get("resourceVersionMatch") for r in lists] == [None, *["NotOlderThan"] * 3]
+    assert {r.query.get("limit") for r in lists} == {str(informer.page_size)}
     assert [r.query["resourceVersion"] for r in watches] == ["1", "4", "5", "5", "6"]
 
 

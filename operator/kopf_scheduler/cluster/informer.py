@@ -275,17 +275,18 @@ class Informer(Generic[T]):
             self._safely(self.handlers.delete, old[1])
 
     def _list_params(self) -> dict[str, str]:
-        """client-go's ``relistResourceVersion``: the first listing at ``0`` (any version the
-        apiserver's watch cache has), a re-list at least as new as what we have seen (the cache
-        serves it without a read from etcd), the latest (a quorum read) when that version is
-        unavailable."""
+        """The first listing a consistent read (no version), a re-list at least as new as what we
+        have seen (the cache serves it without a read from etcd), the latest (a quorum read) when
+        that version is unavailable: client-go's ``relistResourceVersion`` but for the first.
+
+        client-go lists first at ``0``, for any version the watch cache has; but the watch cache
+        ignores ``limit`` at ``0``, so 50,000 pods came as one 88 MB page whose decoding (the
+        document, orjson's parse of it and every item at once) was the scheduler's peak memory:
+        +650 MB, where pages of 5,000 take +60 MB (docs/benchmarks.md, issue 30). A consistent read
+        is paginated, and since v1.31 (ConsistentListFromCache) served from the watch cache too.
+        (The reference itself streams its first state as watch events, WatchListClient.)"""
         params = dict(self.resource.params)
-        if not self.synced.is_set():
-            version = "0"
-        elif self._list_latest:
-            version = ""
-        else:
-            version = self.resource_version
+        version = "" if not self.synced.is_set() or self._list_latest else self.resource_version
         if version:
             params.update(resourceVersion=version, resourceVersionMatch="NotOlderThan")
         return params
@@ -296,8 +297,7 @@ class Informer(Generic[T]):
         Pages are fetched one ahead while the current one is parsed, so the apiserver's time to
         serve a page overlaps ours to parse the previous one. The version asked for is
         :meth:`_list_params`'s; when the apiserver no longer (or not yet) has it, the listing is
-        made again at once for the latest state, as client-go does. (The watch cache ignores
-        ``limit`` at ``resourceVersion=0``: the first listing is one page.) The cyclic GC is paused
+        made again at once for the latest state, as client-go does. The cyclic GC is paused
         meanwhile.
         """
         start = time.monotonic()
