@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 from _volume_helpers import (
     FakeHandle,
@@ -288,6 +289,12 @@ def test_volume_binding(case: Case) -> None:
     assert plugin.pre_score(state, case.pod, case.nodes) is None
     scores = [plugin.score(state, case.pod, n)[0] for n in case.nodes]
     assert scores == case.want_scores
+    # The vector path answers only when every score is 0 (no node with volume decisions).
+    vector = plugin.score_vector(state, case.pod, Snapshot(list(case.nodes)), np.arange(len(case.nodes)))
+    if vector is not None:
+        assert vector.tolist() == scores
+    if not case.pod.volumes:
+        assert vector is not None
 
 
 def _filter_all(plugin: VolumeBinding, pod: Pod, nodes: Sequence[NodeInfo]) -> tuple[CycleState, list[Any]]:

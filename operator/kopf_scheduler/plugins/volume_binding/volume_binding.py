@@ -8,6 +8,9 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
@@ -64,6 +67,9 @@ from kopf_scheduler.plugins.volume_binding.state import (
     no_pod_volume_for_node,
     state_not_found,
 )
+
+if TYPE_CHECKING:
+    from kopf_scheduler.framework.snapshot import Snapshot
 
 __all__ = ["UtilizationShapePoint", "VolumeBinding", "VolumeBindingArgs"]
 
@@ -545,6 +551,17 @@ class VolumeBinding(Plugin):
                 acc[1] = math.ceil(capacity.capacity or 0)
                 acc[0] += math.ceil(pvc.requested_storage)
         return self._score_classes(per_class.values()), None
+
+    def score_vector(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray
+    ) -> np.ndarray | None:
+        """Zeros at once when no node has volume decisions for the pod (a pod without claims: with
+        StorageCapacityScoring on, PreScore keeps every pod, so this is nearly every pod); otherwise
+        None, and score() runs per node."""
+        data = state.get(STATE_KEY)
+        if self._shape is None or (isinstance(data, StateData) and not data.pod_volumes_by_node):
+            return np.zeros(len(idx), dtype=np.int64)
+        return None
 
     def _score_classes(self, resources: Iterable[Sequence[int]]) -> int:
         assert self._shape is not None
