@@ -89,6 +89,19 @@ class Selector(Plugin):
         return None
 
 
+class RowsSeen(Plugin):
+    """A vector filter that passes every row and records the snapshot rows it was asked about."""
+
+    name = "RowsSeen"
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        return None
+
+    def filter_vector(self, state: CycleState, pod: Pod, snapshot: Snapshot, idx: np.ndarray) -> Any:
+        CALLS.append(f"rows:{idx.tolist()}")
+        return np.ones(len(idx), dtype=bool)
+
+
 class Narrow(Plugin):
     name = "Narrow"
     result: set[str] | None = None
@@ -180,6 +193,7 @@ REG = Registry(
             SkipBinder,
             CpuFit,
             Selector,
+            RowsSeen,
             Narrow,
             Narrow2,
             SkipFilter,
@@ -239,6 +253,19 @@ def test_filter_vector_and_per_node_agree_and_lazy_statuses(vector: bool) -> Non
     assert str(FitError(pod, 3, diag)).startswith("0/3 nodes are available: 2 Insufficient cpu.")
     assert diag.unschedulable_plugins == {"CpuFit"}
     assert diag.node_to_status["n1"].plugin == "CpuFit"
+
+
+def test_each_filter_sees_only_the_rows_the_ones_before_passed() -> None:
+    """A vector filter's rejections and a per-node filter's both narrow what the next one is asked."""
+    nodes = infos(("xa", "1", "0"), ("ya", "4", "0"), ("zb", "4", "0"), ("wa", "4", "0"))
+    fw = framework("CpuFit", "Selector", "RowsSeen", nodes=nodes)
+    assert [p.name for p in fw.filter_plugins] == ["CpuFit", "Selector", "RowsSeen"]
+    pod = make_pod("p", cpu="1500m", nodeSelector={"zone": "a"})
+    diag = Diagnosis()
+    feasible, processed = fw.find_feasible_rows(CycleState(), pod, np.arange(4), 4, diag)
+    assert feasible.tolist() == [1, 3] and processed == 4
+    assert CALLS == ["sel:ya", "sel:zb", "sel:wa", "rows:[1, 3]"]
+    assert {n: s.plugin for n, s in diag.node_to_status.items()} == {"xa": "CpuFit", "zb": "Selector"}
 
 
 def test_filter_stops_at_first_failure_and_records_plugin() -> None:

@@ -890,27 +890,32 @@ class Framework:
             lazy: list[tuple[Any, np.ndarray]] = []  # (plugin, positions it rejected)
             looked: list[tuple[Tally, np.ndarray | list[int]]] = []  # (evaluations, positions it rejected)
             timings: list[_Timing] | None = [] if timed else None  # sampled cycle: plugin durations
+            # The plain rows no plugin has rejected yet (``ok & plain``), and their snapshot rows:
+            # narrowed only when a plugin rejects some (most plugins pass every row of most pods).
+            alive = np.flatnonzero(plain)
+            sub = idx[alive]
             for p, vfn in zip(filters, vector_fns, strict=True):
-                alive = np.flatnonzero(ok & plain)
                 if not alive.size:
                     break
-                sub = idx[alive]
                 t0 = _perf() if timed else 0.0
+                keep: np.ndarray | None = None
                 try:
                     mask = vfn(state, pod, snapshot, sub) if vfn is not None else None
                     if mask is not None:
-                        rejected = alive[~np.asarray(mask, dtype=bool)]
+                        keep = np.asarray(mask, dtype=bool)
+                        rejected = alive[:0] if keep.all() else alive[~keep]
                 except Exception as exc:
                     _count_evaluations(looked, m, special_pos)
                     self._observe_filter_timings(timings, state, pod, idx, m)
                     raise FrameworkError(_filter_failure(p, _raised(exc, p.name, "Filter", pod))) from exc
-                if mask is not None:
+                if keep is not None:
                     looked.append((evals[p.name], rejected))
                     if timings is not None:
                         timings.append(_Timing(p, alive, rejected, _perf() - t0))
                     if rejected.size:
                         ok[rejected] = False
                         lazy.append((p, rejected))
+                        alive, sub = alive[keep], sub[keep]
                     continue
                 node_rejected: list[int] = []
                 looked.append((evals[p.name], node_rejected))
@@ -943,6 +948,9 @@ class Framework:
                     if isinstance(exc, FrameworkError):
                         raise
                     raise FrameworkError(_filter_failure(p, _raised(exc, p.name, "Filter", pod))) from exc
+                if node_rejected:
+                    alive = np.flatnonzero(ok & plain)
+                    sub = idx[alive]
             for j in special_pos.tolist():
                 status = self.run_filter_plugins_with_nominated_pods(state, pod, infos[int(idx[j])])
                 if status is not None and not is_success(status):
