@@ -206,10 +206,26 @@ def balanced_score_vector(
 ) -> np.ndarray:
     """Per-resource columns over rows -> scores, bit-identical to ``balanced_score``."""
     half = MAX_NODE_SCORE // 2
-    diff = half + balance_vector(requested, allocatable) - balance_vector(allocated, allocatable)
+    if len(allocatable) == 2 and bool(allocatable[0].all()) and bool(allocatable[1].all()):
+        # The default resources (cpu, memory) offered on every row: one formula for all rows, the
+        # allocatables converted once for both balances.
+        d0, d1 = allocatable[0].astype(np.float64), allocatable[1].astype(np.float64)
+        diff = half + _balance_of_two(requested, d0, d1) - _balance_of_two(allocated, d0, d1)
+    else:
+        diff = half + balance_vector(requested, allocatable) - balance_vector(allocated, allocatable)
     # Go's division truncates toward zero; numpy's // floors.
     out: np.ndarray = half + np.where(diff >= 0, diff // 2, -((-diff) // 2))
     return out.astype(np.int64)
+
+
+def _balance_of_two(requested: Sequence[np.ndarray], d0: np.ndarray, d1: np.ndarray) -> np.ndarray:
+    """``balance_vector`` of two resources offered on every row (``d0``, ``d1``: the allocatables
+    as float64): the same operations, so the same bits (int64 / float64 converts as ``astype``)."""
+    f0 = np.minimum(requested[0] / d0, 1.0)
+    f1 = np.minimum(requested[1] / d1, 1.0)
+    std = np.abs((f0 - f1) / 2)
+    out: np.ndarray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return out
 
 
 def balance_vector(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray:

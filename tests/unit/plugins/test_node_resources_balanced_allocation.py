@@ -167,13 +167,15 @@ def test_balance_and_balanced_score_scalar() -> None:
     assert balanced_score([2, 2], [1, 1], [4, 4]) == 75
 
 
-def test_vector_agrees_on_random_cluster() -> None:
+@pytest.mark.parametrize("least", [0, 1])
+def test_vector_agrees_on_random_cluster(least: int) -> None:
+    """``least`` 1: every node offers cpu and memory (the vector's one-formula path), 0: some do not."""
     rng = random.Random(3)
     nodes = [
         make_node(
             f"n{i}",
-            cpu=f"{rng.randint(0, 16000)}m",
-            memory=str(rng.randint(0, 32) * 2**27),
+            cpu=f"{rng.randint(least, 16000)}m",
+            memory=str(rng.randint(least, 32) * 2**27),
             extra=({GPU: str(rng.randint(0, 8))} if rng.random() < 0.4 else {}),
         )
         for i in range(80)
