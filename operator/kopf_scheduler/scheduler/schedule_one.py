@@ -343,7 +343,7 @@ class Scheduler:
         self, state: CycleState, fw: Framework, pod: Pod, result: ScheduleResult
     ) -> tuple[ScheduleResult, Pod] | Failure:
         host = result.suggested_host
-        assumed = dataclasses.replace(pod, node_name=host)
+        assumed = pod.on_node(host)
         try:
             self.cache.assume_pod(assumed)
         except Exception as exc:
