@@ -11,6 +11,7 @@ status patches, claims) is :mod:`kopf_scheduler.cluster.client`'s business, not 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import errno
 import json
 import logging
@@ -24,6 +25,7 @@ import orjson
 
 from kopf_scheduler.cluster.connection import Credentials
 from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError
+from kopf_scheduler.cluster.prefetch import list_target
 from kopf_scheduler.cluster.ratelimit import Throttle
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
 
@@ -195,6 +197,9 @@ class ApiClient:
         self._lean_info: Any = None
         self._proxied = False
         self._header_cache: tuple[Mapping[str, str], bytes] | None = None
+        # First listing pages already asked for by ``run`` before the engine was built (request
+        # target -> (status, body)): cluster/prefetch.py. Each is taken once, by the first page.
+        self.prefetched: dict[str, concurrent.futures.Future[tuple[int, bytes]]] = {}
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -475,8 +480,12 @@ class ApiClient:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.request_timeout, sock_read=self.request_timeout
         )
+        early = self.prefetched.pop(list_target(path, params, page_size), None)
         while True:
-            raw = await self._send("GET", path, params=query, timeout=timeout, what=what)
+            raw = await self._prefetched(early, what) if early is not None else None
+            early = None
+            if raw is None:
+                raw = await self._send("GET", path, params=query, timeout=timeout, what=what)
             try:
                 data = orjson.loads(raw)
             except ValueError as exc:
@@ -487,6 +496,20 @@ class ApiClient:
             if not token:
                 return
             query["continue"] = token
+
+    @staticmethod
+    async def _prefetched(early: concurrent.futures.Future[tuple[int, bytes]], what: str) -> bytes | None:
+        """A prefetched page's body when it is a 200, else None: the page is asked for as usual,
+        which retries, maps and reports what went wrong."""
+        try:
+            status, body = await asyncio.wrap_future(early)
+        except Exception as exc:
+            logger.debug("%s: the prefetched page is lost (%s); asking again", what, exc)
+            return None
+        if status != 200:
+            logger.debug("%s: the prefetched page is a %d; asking again", what, status)
+            return None
+        return body
 
     async def list_all(
         self, path: str, params: Mapping[str, str] | None = None, page_size: int = 500

@@ -27,6 +27,7 @@ import yaml
 
 if TYPE_CHECKING:
     from kopf_scheduler.cluster.connection import Credentials
+    from kopf_scheduler.cluster.prefetch import Prefetch
     from kopf_scheduler.cluster.runtime import Options
 
 __all__ = ["add_arguments", "run", "run_loop"]
@@ -455,6 +456,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"kopf-scheduler: cannot log in to the cluster: {exc}", file=sys.stderr)
         return 1
 
+    prefetch = None
+    if not opts["delay_cache_until_active"]:
+        from kopf_scheduler.cluster.prefetch import Prefetch
+
+        # The first listings' requests now: the apiserver serves them while the engine is imported
+        # and built (cluster/prefetch.py), the informers take the answers.
+        prefetch = Prefetch.start(credentials)
+
     from kopf_scheduler.cluster import serving
 
     try:  # before anything starts, as the reference: a port in use or a bad certificate stops here
@@ -512,11 +521,11 @@ def run(args: argparse.Namespace) -> int:
             ", ".join(resolved.config.scheduler_names),
             f", feature gates {options.feature_gates}" if options.feature_gates else "",
         )
-    run_loop(operate(options, credentials))
+    run_loop(operate(options, credentials, prefetch))
     return 0
 
 
-async def operate(options: Options, credentials: Credentials) -> None:
+async def operate(options: Options, credentials: Credentials, prefetch: Prefetch | None = None) -> None:
     """The scheduler's runtime first, then Kopf beside it once the first cycles are done.
 
     Kopf's import and start-up (~0.1-0.2 s of the one core) would otherwise come before the first
@@ -531,7 +540,7 @@ async def operate(options: Options, credentials: Credentials) -> None:
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):  # Kopf installs its own when it starts
         loop.add_signal_handler(signum, stop.set)
-    runtime = SchedulerRuntime(options, credentials)
+    runtime = SchedulerRuntime(options, credentials, prefetch=prefetch)
     try:
         await runtime.start()
         stopping = asyncio.ensure_future(stop.wait())

@@ -40,6 +40,7 @@ from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound
 
 if TYPE_CHECKING:  # imported when used: neither is on the way to the first bind unless configured
     from kopf_scheduler.cluster.extender import HTTPExtender
+    from kopf_scheduler.cluster.prefetch import Prefetch
     from kopf_scheduler.cluster.serving import Endpoints, SecureServing
     from kopf_scheduler.config.profile import SchedulerProfileSpec
 
@@ -209,9 +210,11 @@ class SchedulerRuntime:
         credentials: Credentials | None = None,
         *,
         client: InstrumentedClient | None = None,
+        prefetch: Prefetch | None = None,
     ) -> None:
         """``client`` is the engine's (default: the apiserver's, instrumented and fenced by the
-        lead); the offline tests give an in-memory one here, as nothing is swapped in later."""
+        lead); the offline tests give an in-memory one here, as nothing is swapped in later.
+        ``prefetch``: the informers' first pages, asked for before this was built (``run``)."""
         from kopf_scheduler.engine import new_engine
 
         self.options = options
@@ -246,6 +249,8 @@ class SchedulerRuntime:
             if options.kube_api_qps
             else None,
         )
+        if prefetch is not None:
+            self.api.prefetched = prefetch.take()
         # An extender's bind is a write too: the file's extenders, each fenced by the lead.
         self.extenders: tuple[HTTPExtender, ...] = ()
         if options.extenders:
@@ -562,6 +567,7 @@ class SchedulerRuntime:
             )
             self.synced.set()
             self.health.ready = True
+            self.api.prefetched.clear()  # an early page no informer asked for is not kept
 
     async def _schedule_while_leading(self) -> None:
         """Schedule only with a complete view and only while elected; hand over cleanly otherwise."""

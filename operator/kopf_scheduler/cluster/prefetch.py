@@ -1,0 +1,191 @@
+"""The informers' first listing requests, sent before the engine is imported and built.
+
+Why: between the process's start and its first cycle, ~0.3 s go to importing and building the
+engine, during which the apiserver could already be reading and serializing the nodes and the
+pods. ``kopf-scheduler run`` sends the first page of the Node and the Pod listings at once (each
+from a thread of its own, on a blocking socket: no event loop runs yet) and the informers take the
+answer when they list (:meth:`ApiClient.list_pages` looks for it), instead of asking then.
+
+A first listing is a consistent read without a version (``Informer._list_params``), so an answer
+a few hundred milliseconds older than the one asked later is the same kind of snapshot; the watch
+starts from its resourceVersion and misses nothing. Anything but a complete 200 (a refused or
+broken connection, an error answer, an unexpected form) is dropped, and the informer asks as usual
+(retries, 401 reloads, rate limits, error mapping all stay there). Sent only where the listing
+would go straight to the apiserver: not through a proxy, not with delayCacheUntilActive (a standby
+lists only once it leads).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import socket
+import ssl
+import sys
+import threading
+from collections.abc import Mapping
+from urllib.parse import urlencode, urlsplit
+
+import httptools
+
+from kopf_scheduler.cluster.connection import Credentials
+
+__all__ = ["FIRST_LISTINGS", "MAX_BODY_BYTES", "Prefetch", "list_target"]
+
+logger = logging.getLogger(__name__)
+
+# The first page of what the runtime's Node and Pod informers list first (runtime.SchedulerRuntime:
+# the kinds' paths in api/kinds.py, the pod field selector, Informer's page size), spelled here so
+# that sending them needs none of those imports; tests/unit/test_prefetch.py holds them equal.
+PAGE_SIZE = 5000
+FIRST_LISTINGS: tuple[tuple[str, Mapping[str, str]], ...] = (
+    ("/api/v1/nodes", {}),
+    ("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}),
+)
+MAX_BODY_BYTES = 512 << 20  # past this, the answer is dropped and the informer asks itself
+_PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy")
+
+# (HTTP status, body) of a complete answer.
+Answer = tuple[int, bytes]
+
+
+def list_target(path: str, params: Mapping[str, str] | None, page_size: int) -> str:
+    """A listing page's request target, as ``ApiClient.list_pages`` sends its first page."""
+    query = dict(params or {})
+    query["limit"] = str(page_size)
+    return f"{path}?{urlencode(query)}"
+
+
+class _Collect:
+    """llhttp's callbacks: the body's pieces and whether the final answer is complete."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.body: list[bytes] = []
+        self.size = 0
+        self.complete = False
+
+    def on_message_begin(self) -> None:
+        self.body.clear()  # a 1xx before the answer: its body (none) is not the answer's
+        self.size = 0
+
+    def on_body(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > MAX_BODY_BYTES:
+            raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
+        self.body.append(chunk)
+
+    def on_message_complete(self) -> None:
+        self.complete = self.parser.get_status_code() >= 200  # a 1xx is interim: the answer follows
+
+
+class Prefetch:
+    """The early answers by request target; :meth:`take` hands them to whoever lists."""
+
+    def __init__(self) -> None:
+        self._answers: dict[str, concurrent.futures.Future[Answer]] = {}
+
+    @classmethod
+    def start(
+        cls,
+        credentials: Credentials,
+        listings: tuple[tuple[str, Mapping[str, str]], ...] = FIRST_LISTINGS,
+        timeout: float = 30.0,
+    ) -> Prefetch:
+        """Send ``listings``' first pages now, each from a daemon thread; nothing when proxied."""
+        prefetch = cls()
+        info = credentials.info
+        if info.proxy_url or (info.trust_env and any(_env(v) for v in _PROXY_VARIABLES)):
+            return prefetch
+        split = urlsplit(credentials.server)
+        context = info.as_ssl_context() if split.scheme == "https" else None
+        host = split.hostname or "localhost"
+        port = split.port or (443 if split.scheme == "https" else 80)
+        netloc = split.netloc.rpartition("@")[2]
+        auth = "".join(f"{k}: {v}\r\n" for k, v in info.as_http_headers().items())
+        # The threads need the GIL after every TLS record they read (16 KB), and the main thread's
+        # imports hold it for the switch interval (5 ms) each time: 1.7 MB of pods arrived 0.4 s
+        # late, after the imports. A shorter interval until the answers are in lets them through.
+        switch = _SwitchInterval(len(listings))
+        for path, params in listings:
+            target = list_target(path, params, PAGE_SIZE)
+            head = (
+                f"GET {target} HTTP/1.1\r\nHost: {netloc}\r\nUser-Agent: kopf-scheduler\r\n"
+                f"Accept: application/json\r\n{auth}Connection: close\r\n\r\n"
+            ).encode()
+            future: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+            prefetch._answers[target] = future
+            sni = credentials.tls_server_name or host
+            args = (host, port, context, sni, head, timeout, future, switch)
+            threading.Thread(target=_fetch, args=args, name=f"prefetch {path}", daemon=True).start()
+        return prefetch
+
+    def take(self) -> dict[str, concurrent.futures.Future[Answer]]:
+        """The answers (each target's once): ``ApiClient.prefetched``."""
+        answers, self._answers = self._answers, {}
+        return answers
+
+
+class _SwitchInterval:
+    """The interpreter's switch interval shortened while ``count`` threads have yet to finish."""
+
+    SHORT = 0.0005
+
+    def __init__(self, count: int) -> None:
+        self._lock = threading.Lock()
+        self._left = count
+        self._saved = sys.getswitchinterval()
+        if count:
+            sys.setswitchinterval(min(self._saved, self.SHORT))
+
+    def done(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                sys.setswitchinterval(self._saved)
+
+
+def _env(name: str) -> bool:
+    return bool(os.environ.get(name) or os.environ.get(name.upper()))
+
+
+def _fetch(
+    host: str,
+    port: int,
+    context: ssl.SSLContext | None,
+    server_hostname: str,
+    head: bytes,
+    timeout: float,
+    future: concurrent.futures.Future[Answer],
+    switch: _SwitchInterval,
+) -> None:
+    """One request on a blocking socket, its answer read whole; any failure: an exception set.
+    The switch interval is restored before the answer is handed over."""
+    try:
+        answer = _exchange(host, port, context, server_hostname, head, timeout)
+    except Exception as exc:  # the informer asks again, and reports what it gets then
+        switch.done()
+        logger.debug("Prefetching %s failed: %s", head.split(b" ", 2)[1].decode(), exc)
+        future.set_exception(exc)
+    else:
+        switch.done()
+        future.set_result(answer)
+
+
+def _exchange(
+    host: str, port: int, context: ssl.SSLContext | None, server_hostname: str, head: bytes, timeout: float
+) -> Answer:
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        sock = context.wrap_socket(raw, server_hostname=server_hostname) if context else raw
+        with sock:
+            sock.sendall(head)
+            collect = _Collect()
+            buffer = bytearray(1 << 20)
+            view = memoryview(buffer)
+            while not collect.complete:
+                n = sock.recv_into(buffer)
+                if n == 0:
+                    raise ConnectionError("closed before the whole answer")
+                collect.parser.feed_data(view[:n])
+            return collect.parser.get_status_code(), b"".join(collect.body)

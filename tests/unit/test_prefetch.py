@@ -1,0 +1,104 @@
+"""The informers' first listing pages sent before the runtime exists (cluster/prefetch.py), against
+test_http11's hand-written server on a real loopback socket: the informer's listing takes the early
+answer instead of asking, and asks as usual when the early answer failed."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import pytest
+import test_http11
+from test_http11 import CLOSE, Handler, Server, answer
+
+from kopf_scheduler.api import kinds
+from kopf_scheduler.cluster import prefetch
+from kopf_scheduler.cluster.apiclient import ApiClient
+from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
+from kopf_scheduler.cluster.informer import Informer
+from kopf_scheduler.cluster.prefetch import FIRST_LISTINGS, PAGE_SIZE, Prefetch, list_target
+
+server = pytest.fixture(test_http11.server.__wrapped__, name="server")  # type: ignore[attr-defined]
+
+NODES = b'{"kind":"NodeList","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"n1"}}]}'
+PODS = b'{"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"p1"}}]}'
+NODES_TARGET = list_target("/api/v1/nodes", {}, PAGE_SIZE).encode()
+
+
+def chunked(body: bytes, status: bytes = b"200 OK") -> list[bytes]:
+    """The answer in two chunks, written apart (as the apiserver streams a large listing)."""
+    half = len(body) // 2
+    head = b"HTTP/1.1 " + status + b"\r\nTransfer-Encoding: chunked\r\n\r\n"
+    return [
+        head + b"%x\r\n%s\r\n" % (half, body[:half]),
+        b"%x\r\n%s\r\n0\r\n\r\n" % (len(body) - half, body[half:]),
+    ]
+
+
+def by_target(answers: dict[bytes, list[list[bytes]]]) -> Handler:
+    """Answers by request target, in turn (the two early requests come in any order)."""
+    return lambda request: answers[request.split(b" ")[1]].pop(0)
+
+
+def _credentials(server: Server) -> Credentials:
+    return Credentials(ConnectionInfo(server=server.url, token="t"))
+
+
+def test_the_early_requests_are_the_runtimes_first_pages() -> None:
+    """What is prefetched is what the Node and Pod informers ask first, or it is never taken."""
+    runtimes = (
+        (kinds.by_name("Node").path, {}),
+        (kinds.by_name("Pod").path, {"fieldSelector": kinds.POD_FIELD_SELECTOR}),
+    )
+    assert runtimes == FIRST_LISTINGS
+    assert inspect.signature(Informer).parameters["page_size"].default == PAGE_SIZE
+
+
+async def test_the_listing_takes_the_early_answer_and_asks_nothing(server: Server) -> None:
+    pods = list_target("/api/v1/pods", FIRST_LISTINGS[1][1], PAGE_SIZE).encode()
+    server.handlers += [
+        by_target({NODES_TARGET: [[*chunked(NODES), CLOSE]], pods: [[answer(PODS, "200 OK")]]})
+    ] * 2
+    interval = sys.getswitchinterval()
+    early = Prefetch.start(_credentials(server))
+    assert sys.getswitchinterval() < interval  # the threads get the GIL often while they read
+    async with ApiClient(_credentials(server)) as api:
+        api.prefetched = early.take()
+        nodes, nodes_version = await api.list_all("/api/v1/nodes", page_size=PAGE_SIZE)
+        listed, _ = await api.list_all("/api/v1/pods", FIRST_LISTINGS[1][1], page_size=PAGE_SIZE)
+    assert [n["metadata"]["name"] for n in nodes] == ["n1"] and nodes_version == "9"
+    assert [p["metadata"]["name"] for p in listed] == ["p1"]
+    assert sorted(server.paths()) == sorted([NODES_TARGET, pods])  # the two early requests only
+    assert all(b"\r\nAuthorization: Bearer t\r\n" in request for _, _, request in server.seen)
+    assert api.prefetched == {}  # each taken once
+    assert sys.getswitchinterval() == interval  # restored once both answers were in
+
+
+@pytest.mark.parametrize(
+    "early",
+    [
+        [answer(b'{"kind":"Status","code":500,"reason":"InternalError"}', "500 Internal Server Error")],
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{", CLOSE],  # cut short
+    ],
+    ids=["error-answer", "closed-mid-body"],
+)
+async def test_a_failed_early_answer_is_asked_for_again(server: Server, early: list[bytes]) -> None:
+    handler = by_target({NODES_TARGET: [early, [answer(NODES, "200 OK")]]})
+    server.handlers += [handler, handler]
+    credentials = _credentials(server)
+    async with ApiClient(credentials) as api:
+        api.prefetched = Prefetch.start(credentials, (("/api/v1/nodes", {}),)).take()
+        nodes, version = await api.list_all("/api/v1/nodes", page_size=PAGE_SIZE)
+    assert [n["metadata"]["name"] for n in nodes] == ["n1"] and version == "9"
+    assert server.paths() == [NODES_TARGET, NODES_TARGET]
+
+
+def test_nothing_is_sent_through_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    proxied = Credentials(
+        ConnectionInfo(server="http://127.0.0.1:9", token="t", proxy_url="http://proxy:3128")
+    )
+    assert Prefetch.start(proxied).take() == {}
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
+    from_env = Credentials(ConnectionInfo(server="http://127.0.0.1:9", token="t", trust_env=True))
+    assert Prefetch.start(from_env).take() == {}
+    assert prefetch.MAX_BODY_BYTES >= 64 << 20
