@@ -75,3 +75,38 @@ async def test_kopf_waits_until_the_first_cycles_are_done() -> None:
     await asyncio.wait_for(waiting, 1)
     assert loop.time() - emptied < 0.15  # quiet after a bind, not the grace
     await runtime.api.close()
+
+
+async def test_the_watches_open_once_the_first_cycle_is_through() -> None:
+    """``_open_watches``: at once when nothing is to be scheduled; with a pod to schedule, at the
+    first bind (the first watch imports aiohttp, which must not come before it), or after ``limit``."""
+    from kopf_scheduler.api.objects import parse_pod
+
+    runtime, _ = _runtime()
+    assert runtime.leader.is_leading()  # standalone: a standby would watch at once
+    runtime.synced.set()
+    await asyncio.wait_for(runtime._open_watches(limit=5), 0.5)  # nothing pending
+    assert runtime.watching.is_set()
+
+    pod = parse_pod(
+        {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"schedulerName": "kopf-scheduler"},
+        }
+    )
+    runtime.handlers.add_pod(pod)
+    runtime.watching.clear()
+    opening = asyncio.ensure_future(runtime._open_watches(limit=5))
+    await asyncio.sleep(0.2)
+    assert not opening.done() and not runtime.watching.is_set()  # the first cycle is under way
+    runtime.client.bound.set()
+    await asyncio.wait_for(opening, 0.5)
+    assert runtime.watching.is_set()
+
+    runtime.client.bound.clear()
+    runtime.watching.clear()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await runtime._open_watches(limit=0.3)  # no bind: at the latest after the limit
+    assert runtime.watching.is_set() and 0.3 <= loop.time() - started < 1.0
+    await runtime.api.close()

@@ -1,8 +1,11 @@
 """The transport to the apiserver: raw HTTP on aiohttp and a lean HTTP/1.1 pool (client-go's ``rest``).
 
-One shared ``aiohttp.ClientSession`` (keep-alive connections, no per-call setup) and a semaphore
-bounding the requests in flight, so a burst of thousands of binds neither opens thousands of sockets
-nor trips the apiserver's max-in-flight limit. No call blocks the event loop; JSON payloads are small.
+Requests and listing pages go over a lean HTTP/1.1 keep-alive pool (cluster/http11.py), watches
+(and everything behind a proxy) over one shared ``aiohttp.ClientSession``, imported at the first
+watch: the runtime opens its watches once its first cycle is through, so aiohttp's import (~0.06-0.09
+s) is not on the way to the first bind (issue 30). A semaphore bounds the requests in flight, so a
+burst of thousands of binds neither opens thousands of sockets nor trips the apiserver's
+max-in-flight limit. No call blocks the event loop; JSON payloads are small.
 Errors are mapped and retried as client-go's ``rest.Request`` maps and retries them; listings are
 paged and watch streams decoded as its reflector reads them. What is written where (binds, events,
 status patches, claims) is :mod:`kopf_scheduler.cluster.client`'s business, not this module's.
@@ -17,17 +20,19 @@ import json
 import logging
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
-import aiohttp
 import orjson
 
 from kopf_scheduler.cluster.connection import Credentials
-from kopf_scheduler.cluster.http11 import ConnectionClosed, Http11Pool, ProtocolError
+from kopf_scheduler.cluster.http11 import MAX_BODY_BYTES, ConnectionClosed, Http11Pool, ProtocolError
 from kopf_scheduler.cluster.prefetch import list_target
 from kopf_scheduler.cluster.ratelimit import Throttle
 from kopf_scheduler.framework.client import ApiError, Conflict, NotFound, TransientError
+
+if TYPE_CHECKING:  # imported when first used: watches, and requests through a proxy (see ApiClient)
+    import aiohttp
 
 __all__ = [
     "MAX_WATCH_LINE",
@@ -40,6 +45,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 60.0
+# A listing page's deadline on the lean pool (a 5,000-pod page is ~45 MB: under a second locally).
+LEAN_LIST_SECONDS = 60.0
+# The lean pool's cap on a listing page's body (aiohttp sets none): a page of 5,000 large objects.
+LIST_MAX_BODY = 1 << 30
 MAX_RETRIES = 10  # client-go's Request.maxRetries default
 
 # One attempt's answer: (status, its Retry-After header if a 429 or 5xx has one, body).
@@ -48,6 +57,10 @@ _Answer = tuple[int, str | None, bytes]
 
 class Gone(ApiError):
     """410: the resourceVersion is too old; the informer must re-list."""
+
+
+class _LeanTimeout(ApiError):
+    """No (whole) answer on the lean pool within the deadline."""
 
 
 class _Disconnected(ApiError):
@@ -116,6 +129,8 @@ def _connection_error(exc: BaseException, method: str, url: str, what: str) -> A
     retriable (``net.IsConnectionRefused``), worded as client-go words it; a reset or timeout
     may have been applied, so it stays an ApiError (a reset or early close a ``_Disconnected``,
     which a GET retries)."""
+    import aiohttp
+
     if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
         host = f"{exc.host}:{exc.port}"
         return TransientError(f'{method.capitalize()} "{url}": dial tcp {host}: connect: connection refused')
@@ -190,9 +205,12 @@ class ApiClient:
         self._retired: list[aiohttp.ClientSession] = []
         self._closing: set[asyncio.Task[None]] = set()
         # Small requests (binds, events, patches) go through a lean HTTP/1.1 pool (cluster.http11
-        # says why); listings and watches through aiohttp.
+        # says why), listing pages through one of their own (a larger body cap), watches through aiohttp.
         self.lean_requests = lean_requests
         self._lean: Http11Pool | None = None
+        self._lean_lists: Http11Pool | None = None  # the same, for listing pages (a larger body cap)
+        # Listings on the lean pool until a page misses its deadline (``_list_page``).
+        self.lean_listings = lean_requests
         self._lean_tls: tuple[Any, ...] = ()
         self._lean_info: Any = None
         self._proxied = False
@@ -203,6 +221,8 @@ class ApiClient:
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         tls = self.credentials.tls_material
         if self._session is not None and not self._session.closed and tls != self._tls:
             # The credentials now carry another client certificate or CA (an exec plugin may issue
@@ -248,9 +268,10 @@ class ApiClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        if self._lean is not None:
-            self._lean.close()
-            self._lean = None
+        for pool in (self._lean, self._lean_lists):
+            if pool is not None:
+                pool.close()
+        self._lean = self._lean_lists = None
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -281,6 +302,8 @@ class ApiClient:
                 pool = self._pool()
                 if pool is not None:
                     return await self._send_lean(pool, method, path, data, params, content_type, what)
+                import aiohttp
+
                 timeout = aiohttp.ClientTimeout(total=self.request_timeout)
                 exchange = self._aiohttp_exchange(method, path, data, params, content_type, timeout, what)
                 return await self._authorized(exchange)
@@ -323,8 +346,9 @@ class ApiClient:
             if fence is not None and method != "GET" and not fence():
                 raise failure  # the lead was lost while waiting: this replica may not write now
 
-    def _pool(self) -> Http11Pool | None:
-        """The lean keep-alive pool for small requests; None where aiohttp must go (a proxy)."""
+    def _pool(self, *, listing: bool = False) -> Http11Pool | None:
+        """The lean keep-alive pool for small requests (``listing``: the one for listing pages);
+        None where aiohttp must go (a proxy)."""
         if not self.lean_requests:
             return None
         creds = self.credentials
@@ -335,22 +359,25 @@ class ApiClient:
         if self._proxied:
             return None
         tls = creds.tls_material
-        pool = self._lean
-        if pool is not None and self._lean_tls == tls:
-            return pool
-        if pool is not None:  # new TLS material: requests in flight on the old pool finish first
-            asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, pool.close)
-        scheme = urlsplit(self.server).scheme
-        context = info.as_ssl_context() if scheme == "https" else None
-        self._lean = self.pool_class(
-            self.server,
-            context,
-            server_hostname=creds.tls_server_name,
-            keepalive=KEEPALIVE_SECONDS,
-            user_agent=self._user_agent,
-        )
-        self._lean_tls = tls
-        return self._lean
+        if self._lean is None or self._lean_lists is None or self._lean_tls != tls:
+            for old in (self._lean, self._lean_lists):
+                if old is not None:  # new TLS material: requests in flight on the old pool finish first
+                    asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS, old.close)
+            scheme = urlsplit(self.server).scheme
+            context = info.as_ssl_context() if scheme == "https" else None
+            self._lean, self._lean_lists = (
+                self.pool_class(
+                    self.server,
+                    context,
+                    server_hostname=creds.tls_server_name,
+                    keepalive=KEEPALIVE_SECONDS,
+                    user_agent=self._user_agent,
+                    max_body=max_body,
+                )
+                for max_body in (MAX_BODY_BYTES, LIST_MAX_BODY)
+            )
+            self._lean_tls = tls
+        return self._lean_lists if listing else self._lean
 
     async def _send_lean(
         self,
@@ -361,19 +388,25 @@ class ApiClient:
         params: Mapping[str, str] | None,
         content_type: str,
         what: str,
+        *,
+        timeout: float | None = None,
     ) -> _Answer:
         """One attempt on the lean pool, with the 401 retry; connection errors mapped as
-        ``_aiohttp_exchange`` maps aiohttp's."""
+        ``_aiohttp_exchange`` maps aiohttp's. ``timeout``: the answer's deadline (the client's
+        request timeout by default)."""
         target = f"{path}?{urlencode(params)}" if params else path
+        deadline = self.request_timeout if timeout is None else timeout
 
         async def exchange(headers: Mapping[str, str]) -> _Answer:
             lines = self._header_lines(headers)
             if data is not None:
                 lines += b"Content-Type: " + content_type.encode() + b"\r\n"
             try:
-                answer = await pool.request(method, target, lines, data, self.request_timeout)
+                answer = await pool.request(method, target, lines, data, deadline)
             except ConnectionClosed as exc:
                 raise _Disconnected(f"{what}: {exc}") from exc
+            except TimeoutError as exc:
+                raise _LeanTimeout(f"{what}: {type(exc).__name__}: {exc}") from exc
             except (OSError, ProtocolError, ValueError) as exc:
                 if isinstance(exc, OSError) and exc.errno == errno.ECONNREFUSED:
                     url = self.server + path
@@ -419,6 +452,8 @@ class ApiClient:
         what: str,
     ) -> Callable[[Mapping[str, str]], Awaitable[_Answer]]:
         """One exchange on aiohttp, given the credential's headers."""
+        import aiohttp
+
         creds = self.credentials
 
         async def exchange(auth: Mapping[str, str]) -> _Answer:
@@ -477,15 +512,12 @@ class ApiClient:
         query = dict(params or {})
         query["limit"] = str(page_size)
         what = f"LIST {path}"
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.request_timeout, sock_read=self.request_timeout
-        )
         early = self.prefetched.pop(list_target(path, params, page_size), None)
         while True:
             raw = await self._prefetched(early, what) if early is not None else None
             early = None
             if raw is None:
-                raw = await self._send("GET", path, params=query, timeout=timeout, what=what)
+                raw = await self._list_page(path, query, what)
             try:
                 data = orjson.loads(raw)
             except ValueError as exc:
@@ -496,6 +528,35 @@ class ApiClient:
             if not token:
                 return
             query["continue"] = token
+
+    async def _list_page(self, path: str, query: Mapping[str, str], what: str) -> bytes:
+        """One page: on the lean pool for listings (no aiohttp to import before the first cycle),
+        with a deadline of ``LEAN_LIST_SECONDS`` for the page; once a page missed it (a slow link),
+        on aiohttp from then on, whose deadlines are idle-read ones only."""
+        pool = self._pool(listing=True) if self.lean_listings else None
+        if pool is None:
+            import aiohttp
+
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self.request_timeout, sock_read=self.request_timeout
+            )
+            return await self._send("GET", path, params=query, timeout=timeout, what=what)
+
+        async def attempt() -> _Answer:
+            if self.rate_limiter is not None:
+                await self.rate_limiter.acquire(what)
+            return await self._send_lean(
+                pool, "GET", path, None, query, "application/json", what, timeout=LEAN_LIST_SECONDS
+            )
+
+        try:
+            return await self._retrying("GET", what, attempt)
+        except _LeanTimeout:
+            self.lean_listings = False
+            logger.info(
+                "%s: a page took over %gs; listing through aiohttp from now on", what, LEAN_LIST_SECONDS
+            )
+            raise
 
     @staticmethod
     async def _prefetched(early: concurrent.futures.Future[tuple[int, bytes]], what: str) -> bytes | None:
@@ -560,15 +621,18 @@ class ApiClient:
             timeoutSeconds=str(timeout_seconds),
         )
         what = f"WATCH {path}"
+        import aiohttp
+
         creds = self.credentials
         headers = dict(await creds.headers())
         used = creds.loaded
         grace = WATCH_GRACE_SECONDS if grace is None else grace
+        session = self.session  # made (aiohttp imported) at the first watch: before the deadline counts
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds + grace
         try:
             async with asyncio.timeout_at(deadline):
-                resp = await self.session.get(
+                resp = await session.get(
                     self.server + path,
                     params=query,
                     headers=headers,

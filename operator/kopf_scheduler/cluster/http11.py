@@ -6,7 +6,8 @@ ClientResponse objects) cost ~108 us of our CPU per request against the local ap
 writes one preformatted request and parses the answer as it arrives. The reference multiplexes
 everything over one HTTP/2 connection; HTTP/1.1 needs a connection per request in flight, so
 connections are kept and reused (idle ones expire before the apiserver's own idle timeout).
-Listings, watches and anything behind a proxy still go through aiohttp.
+Listing pages use a pool of their own with a larger body cap (``ApiClient._list_page``); watches
+and anything behind a proxy still go through aiohttp.
 
 The parser is httptools (llhttp, Node.js's parser, which aiohttp's C parser also builds on):
 framing, chunked bodies, 1xx and keep-alive come from a parser that is fuzzed and used at scale,
@@ -30,8 +31,8 @@ Rules, as Go's net/http transport (what client-go runs on) keeps them:
   (Go's ``persistConn.shouldRetryRequest``);
 - response headers are capped at 1 MiB (Go's ``http.DefaultMaxHeaderBytes``, what its server
   accepts; its client allows 10 MiB; kube-apiserver's answers carry under 1 KiB) and bodies at
-  64 MiB (an object is at most 1.5 MiB in etcd; listings, the only large answers, belong on
-  aiohttp's paged ``list_pages``): a misbehaving server or proxy cannot make a connection hold
+  64 MiB (an object is at most 1.5 MiB in etcd; listing pages, the only large answers, go to a
+  pool of their own capped at 1 GiB): a misbehaving server or proxy cannot make a connection hold
   unbounded memory. Over either cap the request fails and the connection closes.
 """
 

@@ -201,8 +201,12 @@ class Informer(Generic[T]):
         min_watch_timeout: float = MIN_WATCH_TIMEOUT,
         watch_grace: float = WATCH_GRACE_SECONDS,
         backoff: Backoff = Backoff(),
+        watch_after: asyncio.Event | None = None,
     ) -> None:
+        """``watch_after``: the first watch waits for it after the first listing (the runtime
+        keeps the watches, and aiohttp's import with them, out of the first scheduling cycle)."""
         self.api = api
+        self.watch_after = watch_after
         self.resource = resource
         self.handlers = handlers
         self.page_size = page_size
@@ -400,6 +404,8 @@ class Informer(Generic[T]):
         while True:
             try:
                 await self.list()
+                if self.watch_after is not None:
+                    await self.watch_after.wait()  # from the listing's version: nothing is missed
                 await self._watch(backoff)
             except Exception as exc:
                 delay = backoff.step()

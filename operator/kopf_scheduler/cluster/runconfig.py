@@ -33,14 +33,16 @@ import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kopf_scheduler.cluster.extender import ExtenderBuildError, HTTPExtender, build_extenders
 from kopf_scheduler.config import features, kubescheduler
 from kopf_scheduler.config.gotext import format_duration
 from kopf_scheduler.config.kubescheduler import ConfigError, KubeSchedulerConfiguration
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
 from kopf_scheduler.framework.profiles import profiles_from_config
+
+if TYPE_CHECKING:  # imported only when the file configures extenders: aiohttp is not on the way otherwise
+    from kopf_scheduler.cluster.extender import HTTPExtender
 
 __all__ = ["RunConfig", "RunConfigError", "resolve"]
 
@@ -99,7 +101,15 @@ def _extenders(config: KubeSchedulerConfiguration) -> list[HTTPExtender]:
     ``ignoredByScheduler`` need NodeResourcesFit's args in every profile of the file (its
     ``can't find NodeResourcesFitArgs in plugin config`` otherwise)."""
     try:
-        extenders = build_extenders(config.extender_configs())
+        configs = config.extender_configs()
+    except ConfigError as exc:
+        raise RunConfigError(str(exc)) from None
+    if not configs:
+        return []
+    from kopf_scheduler.cluster.extender import ExtenderBuildError, build_extenders
+
+    try:
+        extenders = build_extenders(configs)
     except (ConfigError, ExtenderBuildError) as exc:
         raise RunConfigError(str(exc)) from None
     if config.extender_ignored_resources():
@@ -175,9 +185,7 @@ def resolve(args: argparse.Namespace) -> RunConfig:
     if content_type and content_type != "application/json":
         warnings.append(f"contentType {content_type} is accepted, but kopf-scheduler talks JSON only")
     le = config.leader_election
-    if le_flags.get("resourceNamespace") or (
-        args.config and le.resource_namespace != "kube-system"
-    ):
+    if le_flags.get("resourceNamespace") or (args.config and le.resource_namespace != "kube-system"):
         warnings.append(
             f"leaderElection.resourceNamespace {le.resource_namespace} is accepted, but the peering "
             "object kopf-scheduler elects on is cluster-scoped"

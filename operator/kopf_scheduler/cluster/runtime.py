@@ -301,6 +301,9 @@ class SchedulerRuntime:
         self._crashed: dict[str, str] = {}  # supervised task -> why it is down until its restart
         self.health.checks["supervised"] = self._crashed_tasks
         metrics.LEADER.set_function(lambda: 1.0 if self.leader.is_leading() else 0.0)
+        # The informers watch once the first cycle is through (``_open_watches``): the first watch
+        # imports aiohttp (~0.06-0.09 s of the core), which must not stand before the first bind.
+        self.watching = asyncio.Event()
         self.pods: Informer[Pod] = Informer(
             self.api,
             ResourceKind("Pod", kinds.by_name("Pod").path, {"fieldSelector": POD_FIELD_SELECTOR}),
@@ -312,6 +315,7 @@ class SchedulerRuntime:
                 delete=self.handlers.delete_pod,
                 invalid=self._invalid_pod,
             ),
+            watch_after=self.watching,
         )
         self.nodes: Informer[Node] = Informer(
             self.api,
@@ -322,9 +326,11 @@ class SchedulerRuntime:
                 update=self.handlers.update_node,
                 delete=self.handlers.delete_node,
             ),
+            watch_after=self.watching,
         )
         self.object_informers: list[Informer[Mapping[str, Any]]] = [
-            Informer(self.api, kind, self._object_handlers(kind.kind)) for kind in OBJECT_KINDS
+            Informer(self.api, kind, self._object_handlers(kind.kind), watch_after=self.watching)
+            for kind in OBJECT_KINDS
         ]
         self.synced = asyncio.Event()
         self.sync_seconds: float | None = None
@@ -464,7 +470,9 @@ class SchedulerRuntime:
                 continue
             names = {r.get("name") for r in (listing or {}).get("resources", [])}
             if plural in names:
-                informer: Informer[Any] = Informer(self.api, kind, self._object_handlers(kind.kind))
+                informer: Informer[Any] = Informer(
+                    self.api, kind, self._object_handlers(kind.kind), watch_after=self.watching
+                )
                 self.object_informers.append(informer)
                 if self._informing:  # the others already list: this one joins them
                     self._spawn(f"informer-{informer.kind}", informer.run())
@@ -479,6 +487,7 @@ class SchedulerRuntime:
             self._start_informers()
         self._spawn("leader", supervise("leader election", self.leader.run, self._crashed))
         self._spawn("scheduling", self._schedule_while_leading())
+        self._spawn("watch-gate", self._open_watches())
         self._spawn("heartbeat", self.health.heartbeat())
         if self.options.metrics_port is not None:
             self._server = metrics.serve(self.health, self.options.metrics_host, self.options.metrics_port)
@@ -517,6 +526,24 @@ class SchedulerRuntime:
                 if now - idle_since >= (quiet if self.client.bound.is_set() else grace):
                     return
             await asyncio.sleep(poll)
+
+    async def _open_watches(self, limit: float = 1.0, poll: float = 0.01) -> None:
+        """Let the informers watch once the first cycle is through: at the first bind, at once when
+        there is nothing to schedule or this replica does not lead, at the latest ``limit`` seconds
+        after the listing. Until then what changes waits in the apiserver's watch cache: each
+        watch starts from its listing's resourceVersion."""
+        await self.synced.wait()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        while (
+            loop.time() < deadline
+            and not self.client.bound.is_set()
+            and self.leader.is_leading()
+            and self.queue.pending_pods()["active"]
+        ):
+            await asyncio.sleep(poll)
+        self.watching.set()
+        self._tasks.pop("watch-gate", None)  # done, not dead: the health check must not see it
 
     def endpoints(self) -> Endpoints:
         """What the secure port reads (from its threads: plain reads, no coroutine)."""
