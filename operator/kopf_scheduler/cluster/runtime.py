@@ -527,21 +527,17 @@ class SchedulerRuntime:
                     return
             await asyncio.sleep(poll)
 
-    async def _open_watches(self, limit: float = 1.0, poll: float = 0.01) -> None:
+    async def _open_watches(self, limit: float = 1.0) -> None:
         """Let the informers watch once the first cycle is through: at the first bind, at once when
-        there is nothing to schedule or this replica does not lead, at the latest ``limit`` seconds
-        after the listing. Until then what changes waits in the apiserver's watch cache: each
-        watch starts from its listing's resourceVersion."""
+        the listing left nothing to schedule or this replica does not lead, at the latest ``limit``
+        seconds after the listing. Not when the queue empties: the pod it gave to its cycle is
+        still to be bound, and the first watch's import would hold that bind's answer. Until then
+        what changes waits in the apiserver's watch cache: each watch starts from its listing's
+        resourceVersion."""
         await self.synced.wait()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
-        while (
-            loop.time() < deadline
-            and not self.client.bound.is_set()
-            and self.leader.is_leading()
-            and self.queue.pending_pods()["active"]
-        ):
-            await asyncio.sleep(poll)
+        if self.leader.is_leading() and self.queue.pending_pods()["active"]:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.client.bound.wait(), limit)
         self.watching.set()
         self._tasks.pop("watch-gate", None)  # done, not dead: the health check must not see it
 
