@@ -436,8 +436,12 @@ def test_bind_answers_lost_held_and_refused_on_the_wire(
         kubeconfig = proxy.kubeconfig(sa_kubeconfig, world.tmp / "sa-proxied.kubeconfig")
         s = world.scheduler(kubeconfig, "wire").start()
         s.wait_ready()
-        # Armed once the informers' lists and watches are up: only requests sent from now on (the
-        # small requests' keep-alive pool: binds, events, patches, GETs) meet faults (faultproxy.py).
+        # Kopf (the SchedulerProfile watch) starts once the first cycles are through (cluster/run.py),
+        # here 1 s after the listing: a watch it asked for after arming would meet the faults.
+        wait_for(lambda: "Kopf started the operator" in s.logs(tail=10**6), 30, what="Kopf started")
+        time.sleep(1.0)  # its startup handlers are done; its watch is asked for within milliseconds
+        # Armed once the informers' and Kopf's lists and watches are up: only requests sent from now on
+        # (the small requests' keep-alive pool: binds, events, patches, GETs) meet faults (faultproxy.py).
         lossy = proxy.arm(lost=0.2, slow=0.05, slow_seconds=2.0)
         world.pods("a", 100)
         first = world.settle(lambda r: r.bound >= 100)
