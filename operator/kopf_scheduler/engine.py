@@ -1,7 +1,7 @@
 """The engine's one front door (the reference's ``scheduler.New``): cache, queue with its
 nominator, profiles, scheduler and event handlers, wired the same way for every caller.
 
-The operator (``cluster/operator.py``), ``simulate``, ``explain`` and the engine benchmarks all
+The live runtime (``cluster/runtime.py``), ``simulate``, ``explain`` and the engine benchmarks all
 build their engine here; they differ only in the client they pass (the apiserver's or
 ``memory_client``), the profiles, and options. Pure Python: no Kubernetes I/O of its own.
 """
