@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kopf_scheduler_workbench.processes import die_with_parent, free_port
+from kopf_scheduler_workbench.processes import die_with_parent, free_port, stop_group
 
 __all__ = ["ControlPlane", "build", "find_module_dir", "running_control_plane"]
 
@@ -394,16 +394,8 @@ class ControlPlane:
 
     def stop_process(self, name: str, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
         proc = self.processes.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc is not None:
+            stop_group(proc, sig, timeout)
 
     def restart_apiserver(self) -> None:
         """Stop and start kube-apiserver on the same port and etcd (for fault tests)."""
