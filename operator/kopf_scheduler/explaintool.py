@@ -13,7 +13,6 @@ import asyncio
 import json
 import sys
 
-from kopf_scheduler.config import features
 from kopf_scheduler.explain.engine import ExplainError, explain
 from kopf_scheduler.explain.render import to_json, to_table
 from kopf_scheduler.explain.whatif import overlay
@@ -22,8 +21,8 @@ from kopf_scheduler.simulate import (
     SimulationError,
     add_feature_gates_argument,
     documents_to_inputs,
-    feature_gates,
     load_documents,
+    run_under_gates,
 )
 
 __all__ = ["add_arguments", "add_explain_view_arguments", "live_inputs", "print_explanation", "run"]
@@ -88,13 +87,7 @@ def print_explanation(inputs: Inputs, key: str, args: argparse.Namespace, notes:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        gates = feature_gates(args)
-    except features.FeatureGateError as exc:
-        print(f"error: --feature-gates: {exc}", file=sys.stderr)
-        return 2
-    with features.using(gates):
-        return _run_live(args)
+    return run_under_gates(args, _run_live)
 
 
 def _run_live(args: argparse.Namespace) -> int:

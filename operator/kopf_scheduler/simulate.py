@@ -16,7 +16,7 @@ import itertools
 import json
 import random
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -388,6 +388,19 @@ def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="kube-scheduler v1.37.2's feature gates, as run takes them (e.g. GenericWorkload=true)",
     )
+
+
+def run_under_gates(args: argparse.Namespace, body: Callable[[argparse.Namespace], int]) -> int:
+    """``body(args)`` under ``--feature-gates`` (profiles are defaulted and plugins built under
+    them); gates the reference would refuse are a one-line error and exit 2, as simulate's and
+    explain's commands answer them."""
+    try:
+        gates = feature_gates(args)
+    except features.FeatureGateError as exc:
+        print(f"error: --feature-gates: {exc}", file=sys.stderr)
+        return 2
+    with features.using(gates):
+        return body(args)
 
 
 def feature_gates(args: argparse.Namespace) -> features.FeatureGates:

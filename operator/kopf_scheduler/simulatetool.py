@@ -16,7 +16,6 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kopf_scheduler.config import features
 from kopf_scheduler.explain.whatif import Placement, overlay, what_if
 from kopf_scheduler.explaintool import add_explain_view_arguments, live_inputs, print_explanation
 from kopf_scheduler.simulate import (
@@ -25,8 +24,8 @@ from kopf_scheduler.simulate import (
     SimulationError,
     add_feature_gates_argument,
     dataclass_dict,
-    feature_gates,
     load_documents,
+    run_under_gates,
     simulate,
 )
 
@@ -55,13 +54,7 @@ def _add_explain_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        gates = feature_gates(args)
-    except features.FeatureGateError as exc:
-        print(f"error: --feature-gates: {exc}", file=sys.stderr)
-        return 2
-    with features.using(gates):  # profiles are defaulted and plugins built under them
-        return _run(args)
+    return run_under_gates(args, _run)
 
 
 def _run(args: argparse.Namespace) -> int:
