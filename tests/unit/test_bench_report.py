@@ -159,6 +159,19 @@ def test_median_table_without_a_reference_run_leaves_the_quotients_out() -> None
     assert basic["thr avg ours / ref / ceiling"] == "800 / - / -"
 
 
+def test_median_table_adds_the_ceiling_with_events_only_when_it_ran() -> None:
+    assert "thr ours/ceiling with events" not in report.median_table(_perf_results())
+    with_events = _perf_results() + [
+        _run("SchedulingBasic/5000Nodes_10000Pods", "raw-bind-events", repeat, thr, 0.1, 100.0)
+        for repeat, thr in ((1, 1000.0), (2, 800.0), (3, 1600.0))
+    ]
+    rows = _rows(report.median_table(with_events))
+    basic = rows["SchedulingBasic/5000Nodes_10000Pods"]
+    assert basic["thr ours/ceiling with events"] == "0.88"  # 0.90, 0.88, 0.50
+    assert basic["thr ours/ceiling"] == "0.89"  # the ceiling is still raw-bind's
+    assert rows["StartUp/5000Nodes_50000Pods"]["thr ours/ceiling with events"] == "-"
+
+
 def test_panel_grid_has_no_empty_cell() -> None:
     assert report.panel_grid(4) == [(0, 0, 1), (0, 1, 1), (1, 0, 1), (1, 1, 1)]
     assert report.panel_grid(3) == [(0, 0, 1), (0, 1, 1), (1, 0, 2)]  # the last spans its row

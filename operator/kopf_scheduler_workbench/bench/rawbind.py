@@ -1,9 +1,12 @@
 """The raw-bind baseline: binds every pending pod of one schedulerName round-robin, with no logic.
 
 It is the ceiling this control plane allows a scheduler: the cost of watching pods and POSTing
-bindings and nothing else (no cache, no filters, no events). Run as its own process by the bench
-runner so its CPU is measured apart from the runner's: ``KOPF_SCHEDULER_BENCH_TOKEN=...
-python -m kopf_scheduler_workbench.bench.rawbind --server URL --scheduler-name N``
+bindings and nothing else (no cache, no filters, no events). With ``--events`` it also posts the
+``Scheduled`` event kube-scheduler (and ours) posts for every bound pod, in the same shape: the
+ceiling of a scheduler that writes what kube-scheduler writes (issue 30: the event is a second write
+a pod for the apiserver and etcd, which the plain ceiling does not pay). Run as its own process by
+the bench runner so its CPU is measured apart from the runner's: ``KOPF_SCHEDULER_BENCH_TOKEN=...
+python -m kopf_scheduler_workbench.bench.rawbind --server URL --scheduler-name N [--events]``
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import os
+import socket
 import sys
 import time
 
@@ -25,9 +30,10 @@ __all__ = ["RawBinder", "main"]
 class RawBinder:
     """Watch pending pods (field selector), bind each once to the next node in a fixed cycle."""
 
-    def __init__(self, api: Api, scheduler_name: str, parallel: int = 64) -> None:
+    def __init__(self, api: Api, scheduler_name: str, parallel: int = 64, *, events: bool = False) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
+        self.events = events
         self.nodes: list[str] = []
         self.next = 0
         self.done: set[str] = set()
@@ -35,7 +41,7 @@ class RawBinder:
         self.tasks: set[asyncio.Task[None]] = set()
         self.first_bind_at: float | None = None
 
-    async def _bind(self, namespace: str, name: str, node: str) -> None:
+    async def _bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -47,6 +53,11 @@ class RawBinder:
                 await self.api.request("POST", object_path(kinds.POD, name, namespace, "binding"), body)
                 if self.first_bind_at is None:
                     self.first_bind_at = time.monotonic()
+                if self.events:
+                    await self.api.request(
+                        "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                        scheduled_event(namespace, name, uid, node, self.scheduler_name),
+                    )  # fmt: skip
 
     def _pending(self, obj: dict[str, object]) -> None:
         meta = obj.get("metadata") or {}
@@ -58,7 +69,7 @@ class RawBinder:
         node = self.nodes[self.next % len(self.nodes)]
         self.next += 1
         task = asyncio.get_running_loop().create_task(
-            self._bind(str(meta["namespace"]), str(meta["name"]), node)
+            self._bind(str(meta["namespace"]), str(meta["name"]), uid, node)
         )
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -82,9 +93,27 @@ class RawBinder:
                         self._pending(event["object"])
 
 
+def scheduled_event(namespace: str, name: str, uid: str, node: str, controller: str) -> dict[str, object]:
+    """The events.k8s.io/v1 ``Scheduled`` event as kube-scheduler posts it for a bound pod."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+        "eventTime": now,
+        "reportingController": controller,
+        "reportingInstance": f"{controller}-{socket.gethostname()}",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+        "note": f"Successfully assigned {namespace}/{name} to {node}",
+        "type": "Normal",
+    }
+
+
 async def _main(args: argparse.Namespace) -> int:
     api = Api(args.server, os.environ["KOPF_SCHEDULER_BENCH_TOKEN"], concurrency=args.parallel)
-    binder = RawBinder(api, args.scheduler_name, args.parallel)
+    binder = RawBinder(api, args.scheduler_name, args.parallel, events=args.events)
     try:
         await binder.run(time.monotonic() + args.max_seconds)
     finally:
@@ -99,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", required=True, help="apiserver URL (loopback)")
     parser.add_argument("--scheduler-name", default="raw-bind")
     parser.add_argument("--parallel", type=int, default=64, help="concurrent binding POSTs")
+    parser.add_argument("--events", action="store_true", help="post a Scheduled event after each bind")
     parser.add_argument("--max-seconds", type=float, default=3600.0, help="stop by itself after this long")
     # The same event loop as the scheduler (uvloop), so the ceiling is not lowered by the loop.
     return run_loop(_main(parser.parse_args(argv)))

@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 # Display order and labels: ours, the reference, the no-logic ceiling.
-SCHEDULERS = ("ours", "ours-unbatched", "ours-baseline", "reference", "raw-bind")
+SCHEDULERS = ("ours", "ours-unbatched", "ours-baseline", "reference", "raw-bind", "raw-bind-events")
 
 Result = Mapping[str, Any]
 
@@ -299,6 +299,11 @@ def median_table(results: Sequence[Result]) -> str:
     ]  # fmt: skip
     thr = ("measured", "throughput", "average")
     rss = ("memory", "scheduler_peak_rss_mb")
+    # raw-bind-events (the ceiling of a scheduler that also posts kube-scheduler's Scheduled events)
+    # gets its own column when it ran; the ceiling stays raw-bind.
+    with_events = any(r.get("scheduler") == "raw-bind-events" for r in results)
+    if with_events:
+        header.insert(6, "thr ours/ceiling with events")
     rows = []
     for workload, by_repeat in _by_workload_and_repeat(results).items():
         medians = {key: _medians_of(by_repeat, key, *thr) for key in ("ours", "reference", "raw-bind")}
@@ -306,29 +311,30 @@ def median_table(results: Sequence[Result]) -> str:
             (t for by in by_repeat.values() for r in by.values() if (t := _get(r, "params", "threshold"))),
             None,
         )
-        rows.append(
-            [
-                workload,
-                str(len(by_repeat)),
-                _fmt(threshold, 0),
-                "-" if not any(medians.values()) else " / ".join(_fmt(v, 0) for v in medians.values()),
-                _fmt(_median_ratio(by_repeat, "reference", thr), 2),
-                _fmt(_median_ratio(by_repeat, "raw-bind", thr), 2),
-                _pair(
-                    _medians_of(by_repeat, "ours", "startup_seconds"),
-                    _medians_of(by_repeat, "reference", "startup_seconds"),
-                    2,
-                ),
-                _fmt(_median_ratio(by_repeat, "reference", ("startup_seconds",)), 2),
-                _pair(_medians_of(by_repeat, "ours", *rss), _medians_of(by_repeat, "reference", *rss), 0),
-                _fmt(_median_ratio(by_repeat, "reference", rss), 2),
-                _pair(
-                    _medians_of(by_repeat, "ours", "measured", "seconds"),
-                    _medians_of(by_repeat, "reference", "measured", "seconds"),
-                    1,
-                ),
-            ]
-        )
+        row = [
+            workload,
+            str(len(by_repeat)),
+            _fmt(threshold, 0),
+            "-" if not any(medians.values()) else " / ".join(_fmt(v, 0) for v in medians.values()),
+            _fmt(_median_ratio(by_repeat, "reference", thr), 2),
+            _fmt(_median_ratio(by_repeat, "raw-bind", thr), 2),
+            _pair(
+                _medians_of(by_repeat, "ours", "startup_seconds"),
+                _medians_of(by_repeat, "reference", "startup_seconds"),
+                2,
+            ),
+            _fmt(_median_ratio(by_repeat, "reference", ("startup_seconds",)), 2),
+            _pair(_medians_of(by_repeat, "ours", *rss), _medians_of(by_repeat, "reference", *rss), 0),
+            _fmt(_median_ratio(by_repeat, "reference", rss), 2),
+            _pair(
+                _medians_of(by_repeat, "ours", "measured", "seconds"),
+                _medians_of(by_repeat, "reference", "measured", "seconds"),
+                1,
+            ),
+        ]
+        if with_events:
+            row.insert(6, _fmt(_median_ratio(by_repeat, "raw-bind-events", thr), 2))
+        rows.append(row)
     return _markdown(header, rows)
 
 
@@ -348,11 +354,14 @@ _STYLES = {
     "ours-baseline": ("tab:purple", "-."),
     "reference": ("tab:orange", "-"),
     "raw-bind": ("tab:gray", ":"),
+    "raw-bind-events": ("tab:brown", ":"),
 }
 
 
 def _label_of(name: str, runs: int) -> str:
-    label = "raw-bind (ceiling)" if name == "raw-bind" else name
+    label = {"raw-bind": "raw-bind (ceiling)", "raw-bind-events": "raw-bind + events (ceiling)"}.get(
+        name, name
+    )
     return f"{label} ({runs} runs)" if runs > 1 else label
 
 
