@@ -265,11 +265,14 @@ def test_nomination_change_moves_lower_or_equal_priority_pods() -> None:
 def node_with(name: str, **kwargs: Any) -> Node:
     conditions = kwargs.pop("conditions", None)
     annotations = kwargs.pop("annotations", None)
+    preemption = kwargs.pop("preemption", None)
     raw = node_dict(name, **kwargs)
     if conditions is not None:
         raw["status"]["conditions"] = conditions
     if annotations is not None:
         raw["metadata"]["annotations"] = annotations
+    if preemption is not None:
+        raw["spec"]["podPreemptionPolicy"] = preemption
     return parse_node(raw)
 
 
@@ -291,6 +294,10 @@ NOT_READY = {"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-0
         ({}, {"annotations": {"a": "b"}}, [ActionType.UPDATE_NODE_ANNOTATION]),
         ({"conditions": [READY_AT_1]}, {"conditions": [READY_AT_2]}, []),  # a heartbeat is no change
         ({"conditions": [READY_AT_1]}, {"conditions": [NOT_READY]}, [ActionType.UPDATE_NODE_CONDITION]),
+        # extractNodePreemptionPolicyChange: spec.podPreemptionPolicy compared whole, absent != {}.
+        ({}, {"preemption": {}}, [ActionType.UPDATE_NODE_PREEMPTION_POLICY]),
+        ({"preemption": {"x": "a"}}, {"preemption": {"x": "b"}}, [ActionType.UPDATE_NODE_PREEMPTION_POLICY]),
+        ({"preemption": {"x": "a"}}, {"preemption": {"x": "a"}}, []),
         ({}, {}, []),
         (
             {"taints": NO_SCHEDULE},

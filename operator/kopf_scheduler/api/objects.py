@@ -228,6 +228,9 @@ class Node:
     # Read by the queue only: a change of either is a node update event of its own.
     annotations: dict[str, str] = field(default_factory=dict)
     conditions: dict[str, str] = field(default_factory=dict)  # status.conditions: type -> status
+    # spec.podPreemptionPolicy as listed (None when absent): compared whole, as the reference's
+    # extractNodePreemptionPolicyChange compares the pointer's value.
+    preemption_policy: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -554,8 +557,13 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
         resource_version=str(meta.get("resourceVersion") or ""),
         annotations=as_str_map(meta.get("annotations"), "metadata.annotations"),
         conditions=_node_conditions(status.get("conditions")),
+        preemption_policy=_preemption_policy(spec.get("podPreemptionPolicy")),
         raw=obj,
     )
+
+
+def _preemption_policy(raw: Any) -> Mapping[str, Any] | None:
+    return None if raw is None else as_mapping(raw, "spec.podPreemptionPolicy")
 
 
 def _node_conditions(raw: Any) -> dict[str, str]:

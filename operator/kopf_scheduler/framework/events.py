@@ -79,6 +79,7 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
     UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
     UPDATE_NODE_DECLARED_FEATURE = 8192  # 4096 is the queue's UPDATE_POD_OTHER
+    UPDATE_NODE_PREEMPTION_POLICY = 16384
     UPDATE = (
         UPDATE_NODE_ALLOCATABLE
         | UPDATE_NODE_LABEL
@@ -92,6 +93,7 @@ class ActionType(enum.IntFlag):
         | UPDATE_POD_GENERATED_RESOURCE_CLAIM
         | 4096
         | UPDATE_NODE_DECLARED_FEATURE
+        | UPDATE_NODE_PREEMPTION_POLICY
     )
     ALL = ADD | DELETE | UPDATE
 
@@ -245,4 +247,6 @@ def node_scheduling_properties_change(old: Node, new: Node) -> list[ClusterEvent
         actions.append((ActionType.UPDATE_NODE_ANNOTATION, "NodeUpdateNodeAnnotation"))
     if old.declared_features != new.declared_features:  # NodeDeclaredFeatures is GA in 1.37
         actions.append((ActionType.UPDATE_NODE_DECLARED_FEATURE, "NodeUpdateNodeDeclaredFeature"))
+    if old.preemption_policy != new.preemption_policy:
+        actions.append((ActionType.UPDATE_NODE_PREEMPTION_POLICY, "NodeUpdateNodePreemptionPolicy"))
     return [ClusterEvent(EventResource.NODE, action, label) for action, label in actions]
