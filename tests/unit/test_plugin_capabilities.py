@@ -212,7 +212,7 @@ class Everything(Plugin):
         return None
 
     def pod_group_post_filter(
-        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+        self, state: CycleState, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
     ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
         return None, Status.unschedulable()
 

@@ -157,8 +157,11 @@ async def test_without_default_preemption_nobody_is_evicted() -> None:
     await drain(engine)
     assert client.evicted == []
     (cond,) = client.pod_group_conditions["default/hi"]
-    # No PodGroupPostFilter plugin: its empty verdict is still appended, as the reference does.
-    assert cond["message"] == "minCount (4) cannot be satisfied: 0 scheduled, 3 remaining, "
+    # DynamicResources' PodGroupPostFilter alone: its verdict is appended, as the reference does.
+    assert cond["message"] == (
+        "minCount (4) cannot be satisfied: 0 scheduled, 3 remaining, "
+        "deallocation and deletion of ResourceClaims completed"
+    )
 
 
 async def test_a_group_that_cannot_fit_even_without_victims_preempts_nobody() -> None:

@@ -213,7 +213,7 @@ class CycleState:
 
     __slots__ = (
         "_data",
-        "pod_group_cycle",
+        "pod_group_state",
         "record_plugin_metrics",
         "skip_filter_plugins",
         "skip_score_plugins",
@@ -225,8 +225,15 @@ class CycleState:
         self.skip_score_plugins: set[str] = set()
         # This cycle times each plugin call (plugin_execution_duration_seconds is sampled).
         self.record_plugin_metrics = False
-        # A member's attempt inside a pod group cycle: no per-pod PostFilter (the group has its own).
-        self.pod_group_cycle = False
+        # A member's attempt inside a pod group cycle: the group's cycle state, shared by its members'
+        # plugins and read by its PodGroupPostFilter (``SetPodGroupSchedulingCycle``); None otherwise.
+        self.pod_group_state: CycleState | None = None
+
+    @property
+    def pod_group_cycle(self) -> bool:
+        """A pod group member's attempt (``IsPodGroupSchedulingCycle``): no per-pod PostFilter (the
+        group has its own), Permit once the whole group is placed."""
+        return self.pod_group_state is not None
 
     def read(self, key: str) -> Any:
         """Raise KeyError when absent, as the reference returns ErrNotFound."""
@@ -252,7 +259,7 @@ class CycleState:
         other.skip_filter_plugins = set(self.skip_filter_plugins)
         other.skip_score_plugins = set(self.skip_score_plugins)
         other.record_plugin_metrics = self.record_plugin_metrics
-        other.pod_group_cycle = self.pod_group_cycle
+        other.pod_group_state = self.pod_group_state  # the group's, shared (not cloned)
         return other
 
 
@@ -672,13 +679,14 @@ class PodGroupSimulation(Protocol):
 
 @runtime_checkable
 class PodGroupPostFilterPlugin(Protocol):
-    """Runs when a pod group's cycle found no placement (DefaultPreemption's workload-aware
-    preemption). ``members`` are the group's unscheduled pods in this cycle."""
+    """Runs when a pod group's cycle found no placement (DynamicResources' deallocation, then
+    DefaultPreemption's workload-aware preemption). ``state`` is the group's cycle state (what its
+    members' plugins wrote there); ``members`` are the group's unscheduled pods in this cycle."""
 
     name: str
 
     def pod_group_post_filter(
-        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+        self, state: CycleState, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
     ) -> tuple[PodGroupPostFilterResult | None, Status | None]: ...
 
 

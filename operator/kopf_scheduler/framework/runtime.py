@@ -518,7 +518,7 @@ class Framework:
         return result
 
     def run_pod_group_post_filter_plugins(
-        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+        self, state: CycleState, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
     ) -> tuple[PodGroupPostFilterResult | None, Status]:
         """The first plugin to succeed or to find the group unresolvable decides; otherwise their
         reasons together (``RunPodGroupPostFilterPlugins``)."""
@@ -529,7 +529,7 @@ class Framework:
             rejector = ""
             for p in self.pod_group_post_filter_plugins:
                 try:
-                    result, s = p.pod_group_post_filter(group, members, simulation)
+                    result, s = p.pod_group_post_filter(state, group, members, simulation)
                 except Exception as exc:
                     result, s = None, _raised(exc, p.name, "PodGroupPostFilter", group)
                 if is_success(s):

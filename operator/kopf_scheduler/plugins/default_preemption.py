@@ -210,7 +210,7 @@ class DefaultPreemption(Plugin):
         return _prefixed(*await self.evaluator.preempt_with_extenders(state, pod, node_statuses, extenders))
 
     def pod_group_post_filter(
-        self, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+        self, state: CycleState, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
     ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
         """Workload-aware preemption (``PodGroupPostFilter``): the whole cluster is the domain."""
         if self.pod_group_evaluator is None:

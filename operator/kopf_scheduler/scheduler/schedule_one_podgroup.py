@@ -163,8 +163,9 @@ class _PodGroupSimulation:
             placed.append(assignment)
             return result, dataclasses.replace(pod, node_name=assignment.node_name)
 
-        try:
-            outcomes, status = run_now(self._cycle.algorithm(fw, self._group, self._members, place))
+        try:  # a fresh group cycle state, as the reference's PodGroupSchedulingFunc
+            algorithm = self._cycle.algorithm(fw, self._group, self._members, place, CycleState())
+            outcomes, status = run_now(algorithm)
         finally:
             for assignment in reversed(placed):
                 self.forget(assignment)
@@ -221,7 +222,8 @@ class PodGroupCycle:
         async def place(state: CycleState, qpi: QueuedPodInfo) -> Outcome:
             return await sched.scheduling_cycle(state, fw, qpi)
 
-        outcomes, group_status = await self.algorithm(fw, group, members, place)
+        group_state = CycleState()  # the group's, shared by its members' cycles (framework.NewCycleState)
+        outcomes, group_status = await self.algorithm(fw, group, members, place, group_state)
         sched.metrics.pod_group_algorithm(sched.clock() - start)
         if is_success(group_status):
             self._submit(fw, group, outcomes, start)
@@ -231,7 +233,7 @@ class PodGroupCycle:
         untried_msg = group_status.message
         preemption: PodGroupPostFilterResult | None = None
         if group_status.code == Code.UNSCHEDULABLE:
-            pf_result, pf_status = self._post_filter(fw, group, members)
+            pf_result, pf_status = self._post_filter(fw, group_state, group, members)
             if pf_status.code == Code.ERROR:
                 group_status = pf_status
             else:
@@ -246,11 +248,12 @@ class PodGroupCycle:
         group: PodGroup,
         members: list[QueuedPodInfo],
         place: Callable[[CycleState, QueuedPodInfo], Awaitable[Outcome]],
+        group_state: CycleState,
     ) -> tuple[list[Placed], Status | None]:
         """``podGroupSchedulingAlgorithm``: members in order through ``place`` (which assumes and
-        reserves what it places), PlacementFeasible before and after each. The status is the
-        group's: success, Unschedulable with PlacementFeasible's reasons, or an error. It waits
-        only on ``place`` (on extenders)."""
+        reserves what it places), PlacementFeasible before and after each, each member's cycle
+        state pointing at ``group_state``. The status is the group's: success, Unschedulable with
+        PlacementFeasible's reasons, or an error. It waits only on ``place`` (on extenders)."""
         sched = self._sched
         groups = fw.pod_groups
         assert groups is not None
@@ -265,7 +268,7 @@ class PodGroupCycle:
             any_scheduled = False
             for qpi in members:
                 state = CycleState()
-                state.pod_group_cycle = True
+                state.pod_group_state = group_state
                 state.record_plugin_metrics = sched.metrics.sample_plugin_metrics()
                 outcome = await place(state, qpi)
                 outcomes.append((qpi, state, outcome))
@@ -292,15 +295,16 @@ class PodGroupCycle:
         return outcomes, group_status
 
     def _post_filter(
-        self, fw: Framework, group: PodGroup, members: list[QueuedPodInfo]
+        self, fw: Framework, group_state: CycleState, group: PodGroup, members: list[QueuedPodInfo]
     ) -> tuple[PodGroupPostFilterResult | None, Status]:
-        """The group's PostFilter on the snapshot without this cycle's placements; whatever its
-        plugins change there is put back from the cache afterwards."""
+        """The group's PostFilter on the snapshot without this cycle's placements, with the group's
+        cycle state; whatever its plugins change there is put back from the cache afterwards."""
         sched = self._sched
         sched.cache.update_snapshot(sched.snapshot)  # the placements were just undone in the cache
         simulation = _PodGroupSimulation(self, sched, fw, group, members)
         try:
-            return fw.run_pod_group_post_filter_plugins(group, [q.pod for q in members], simulation)
+            pods = [q.pod for q in members]
+            return fw.run_pod_group_post_filter_plugins(group_state, group, pods, simulation)
         finally:
             simulation.restore()
 
@@ -330,7 +334,7 @@ class PodGroupCycle:
                 sched.handle_failure(fw, qpi, outcome, start)
                 continue
             result, assumed = outcome
-            state.pod_group_cycle = False
+            state.pod_group_state = None  # binding: no longer the group's cycle
             host = result.suggested_host
             status = fw.run_permit_plugins(state, assumed, host)
             if status is not None and not status.is_wait() and not status.is_success():

@@ -59,6 +59,8 @@ from kopf_scheduler.framework.interface import (
     CycleState,
     Handle,
     Plugin,
+    PodGroupPostFilterResult,
+    PodGroupSimulation,
     PostFilterResult,
     PreFilterResult,
     SignFragments,
@@ -78,15 +80,24 @@ from .extended_resources import (
 
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
+    from kopf_scheduler.api.podgroup import PodGroup
     from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
 
-__all__ = ["STATE_KEY", "STATE_NOT_FOUND", "DynamicResources", "DynamicResourcesArgs"]
+__all__ = [
+    "GROUP_CLAIMS_RELEASED",
+    "STATE_KEY",
+    "STATE_NOT_FOUND",
+    "DynamicResources",
+    "DynamicResourcesArgs",
+]
 
 log = logging.getLogger(__name__)
 
 STATE_KEY = "PreFilterDynamicResources"
 STATE_NOT_FOUND = "not found"  # framework.ErrNotFound, what reading absent cycle state returns
+# PodGroupPostFilter's answer once it has looked at every member (whatever it found to undo).
+GROUP_CLAIMS_RELEASED = "deallocation and deletion of ResourceClaims completed"
 FINALIZER = "resource.kubernetes.io/delete-protection"  # resourceapi.Finalizer
 FIRST_AVAILABLE_MAX = 8  # resourceapi.FirstAvailableDeviceRequestMaxSize
 CONFLICT_RETRIES = 5  # retry.DefaultRetry's steps
@@ -164,6 +175,18 @@ class _StateData:
 
     def to_allocate(self) -> list[tuple[int, ResourceClaim]]:
         return [(i, c) for i, c in enumerate(self.claims) if c.status.allocation is None]
+
+
+@dataclass(slots=True)
+class _PodGroupStateData:
+    """In the group's cycle state (``podGroupStateData``): each member's state as its PreFilter
+    made it, by (namespace, name), for PodGroupPostFilter. It exists once a member reached
+    PreFilter in the group's cycle; a cycle that tried none has none."""
+
+    pods: dict[tuple[str, str], _StateData] = field(default_factory=dict)
+
+    def clone(self) -> _PodGroupStateData:
+        return self  # as the reference: one per group cycle, shared
 
 
 def _kobj(claim: ResourceClaim) -> str:
@@ -298,6 +321,13 @@ class DynamicResources(Plugin):
     ) -> tuple[PreFilterResult | None, Status | None]:
         s = _StateData()
         state.write(STATE_KEY, s)
+        group_state = state.pod_group_state
+        if group_state is not None:  # a gang member's: kept for the group's PodGroupPostFilter
+            group = group_state.get(STATE_KEY)
+            if group is None:
+                group = _PodGroupStateData()
+                group_state.write(STATE_KEY, group)
+            group.pods[(pod.namespace, pod.name)] = s
         return self._pre_filter(s, pod)
 
     def _pre_filter(self, s: _StateData, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
@@ -455,6 +485,33 @@ class DynamicResources(Plugin):
             return None, Status(Code.ERROR, STATE_NOT_FOUND)
         if not s.claims:
             return None, Status(Code.UNSCHEDULABLE)  # no claims to deallocate: let preemption try
+        return None, self._deallocate_or_delete(pod, s)[1]
+
+    def pod_group_post_filter(
+        self, state: CycleState, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
+        """``PodGroupPostFilter``: what PostFilter would do for each member that reached PreFilter
+        in the group's cycle (deallocate a claim unavailable where it was tried, or delete its
+        extended-resource claim), before DefaultPreemption evicts anyone. Without the group's state
+        (no member reached PreFilter: PlacementFeasible ruled the group out first, or every member
+        was rejected by an earlier PreFilter plugin) it is the reference's error, "not found".
+
+        The reference's other steps need gates this scheduler refuses to turn on: releasing the
+        PodGroup's own claims (DRAWorkloadResourceClaims), and leaving CompositePodGroups and
+        topology-aware groups alone (CompositePodGroup, TopologyAwareWorkloadScheduling)."""
+        group_state = state.get(STATE_KEY)
+        if group_state is None:
+            return None, Status(Code.ERROR, STATE_NOT_FOUND)
+        for pod in members:
+            s = group_state.pods.get((pod.namespace, pod.name))
+            if s is not None:
+                self._deallocate_or_delete(pod, s)
+        return None, Status(Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
+
+    def _deallocate_or_delete(self, pod: Pod, s: _StateData) -> tuple[bool, Status]:
+        """``deallocateOrDeletePodClaims``: deallocate one claim of the pod unavailable where it
+        was tried (reserved for nobody else), else delete its extended-resource claim; whether it
+        found one, and the status saying so."""
         for index in sorted(s.unavailable):
             claim = s.claims[index]
             if index == s.extended_index:
@@ -464,15 +521,15 @@ class DynamicResources(Plugin):
                 # No allocation, no reservations, no device status: deallocated.
                 new = dataclasses.replace(claim, status=ResourceClaimStatus())
                 self._background(self._update_status(new), f"deallocate ResourceClaim {_kobj(claim)}")
-                return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
+                return True, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
         if s.extended_index is not None:
             extended_claim = s.claims[s.extended_index]
             if extended_claim.metadata.name != SPECIAL_NAME:
                 self._background(
                     self._delete_claim(extended_claim), f"delete ResourceClaim {_kobj(extended_claim)}"
                 )
-                return None, Status(Code.UNSCHEDULABLE, "deletion of ResourceClaim completed")
-        return None, Status(Code.UNSCHEDULABLE)
+                return True, Status(Code.UNSCHEDULABLE, "deletion of ResourceClaim completed")
+        return False, Status(Code.UNSCHEDULABLE)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         s = state.get(STATE_KEY)
