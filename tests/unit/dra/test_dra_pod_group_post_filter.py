@@ -71,7 +71,9 @@ class NoSimulation:
         raise AssertionError("forget")
 
 
-def tried(plugin: DynamicResources, group_state: CycleState, member: Pod, node: str = "node-1") -> Status | None:
+def tried(
+    plugin: DynamicResources, group_state: CycleState, member: Pod, node: str = "node-1"
+) -> Status | None:
     """A member's PreFilter and Filter on one node within the group's cycle."""
     state = CycleState()
     state.pod_group_state = group_state
@@ -109,7 +111,8 @@ def test_members_prefilter_writes_the_group_state_even_without_claims() -> None:
     tried(plugin, group_state, plain)
     assert tried(plugin, group_state, pod("p1", claim="a")) is None  # pending: allocatable here
     status = post_filter(plugin, group_state, [plain, pod("p1", claim="a")])
-    assert status is not None and (status.code, status.message) == (Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
+    assert status is not None
+    assert (status.code, status.message) == (Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
     assert stored(objects, "a").status.allocation is None and plugin.tracker.get_pending("uid-claim-a") is None
 
 
@@ -120,7 +123,8 @@ def test_a_members_claim_unavailable_where_it_was_tried_is_deallocated() -> None
     status = tried(plugin, group_state, pod("p1", claim="a"))
     assert status is not None and status.message == "resourceclaim not available on the node"
     status = post_filter(plugin, group_state, [pod("p1", claim="a")])
-    assert status is not None and (status.code, status.message) == (Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
+    assert status is not None
+    assert (status.code, status.message) == (Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
     claim = stored(objects, "a")
     assert claim.status.allocation is None and claim.status.reserved_for == ()
 
