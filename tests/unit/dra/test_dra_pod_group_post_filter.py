@@ -113,7 +113,8 @@ def test_members_prefilter_writes_the_group_state_even_without_claims() -> None:
     status = post_filter(plugin, group_state, [plain, pod("p1", claim="a")])
     assert status is not None
     assert (status.code, status.message) == (Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
-    assert stored(objects, "a").status.allocation is None and plugin.tracker.get_pending("uid-claim-a") is None
+    assert stored(objects, "a").status.allocation is None
+    assert plugin.tracker.get_pending("uid-claim-a") is None
 
 
 def test_a_members_claim_unavailable_where_it_was_tried_is_deallocated() -> None:
