@@ -30,6 +30,7 @@ __all__ = [
     "ProfileError",
     "ResolvedPlugins",
     "SchedulerProfileSpec",
+    "default_spec",
     "location",
     "merge_plugins",
     "parse_profile",
@@ -71,7 +72,12 @@ ARGS_API_VERSION = "kubescheduler.config.k8s.io/v1"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # defer_build: the validators are built at the first validation (a SchedulerProfile, a --config
+    # file), not at import: the default profile is constructed (``default_spec``), and the way to the
+    # first bind validates nothing here (building the five cost ~10 ms of the import).
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
 
 class PluginRef(_Model):
@@ -288,12 +294,35 @@ def merge_plugins(custom: Plugins | None) -> Plugins:
 
     The reference's v1 mergePlugins, written once (``kubescheduler.merge_plugins``, on the v1 shape a
     KubeSchedulerConfiguration decodes to) under the process's feature gates (``features.current``);
-    a profile's validated plugins take the same path as a file's.
+    a profile's validated plugins take the same path as a file's. The defaults alone (``None``) are
+    our own constants: constructed, not validated (``test_config_defaults`` checks they are equal).
     """
-    raw = None if custom is None else custom.model_dump(by_alias=True, exclude_none=True)
-    merged = kubescheduler.merge_plugins(raw)
+    if custom is None:
+        return _default_plugins()
+    merged = kubescheduler.merge_plugins(custom.model_dump(by_alias=True, exclude_none=True))
     # The v1 file has points a profile does not carry (placementGenerate, ...): left empty by both.
     return Plugins.model_validate({point: merged.get(point) or {} for point in _POINTS})
+
+
+def _default_plugins() -> Plugins:
+    """``Plugins.model_validate`` of the default plugins, built as it builds them, without validating."""
+    merged = kubescheduler.merge_plugins(None)
+    points: dict[str, Any] = {_SNAKE[point]: _plugin_set(merged.get(point) or {}) for point in _POINTS}
+    return Plugins.model_construct(**points)
+
+
+def _plugin_set(raw: Mapping[str, Any]) -> PluginSet:
+    lists: dict[str, Any] = {key: [PluginRef.model_construct(**r) for r in refs] for key, refs in raw.items()}
+    return PluginSet.model_construct(**lists)
+
+
+def default_spec(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerProfileSpec:
+    """``parse_profile({"schedulerName": scheduler_name})`` without validating: the profile that exists
+    without any SchedulerProfile resource is made of our own constants, and the way to the first bind
+    need not build the models' validators for it (``test_config_defaults`` checks the two are equal)."""
+    if not scheduler_name:  # not ours to construct: the validation's message
+        return parse_profile({"schedulerName": scheduler_name})
+    return SchedulerProfileSpec.model_construct(scheduler_name=scheduler_name, plugins=_default_plugins())
 
 
 def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:

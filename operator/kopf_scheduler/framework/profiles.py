@@ -22,6 +22,7 @@ from kopf_scheduler.config.profile import (
     ProfileError,
     ResolvedPlugins,
     SchedulerProfileSpec,
+    default_spec,
     location,
     merge_plugins,
     parse_profile,
@@ -185,8 +186,11 @@ def load_profile(spec: Mapping[str, Any], registry: Registry | None = None) -> S
 def default_profile(
     scheduler_name: str = DEFAULT_SCHEDULER_NAME, registry: Registry | None = None
 ) -> SchedulerProfileSpec:
-    """The profile that exists without any SchedulerProfile resource."""
-    return load_profile({"schedulerName": scheduler_name}, registry)
+    """The profile that exists without any SchedulerProfile resource: ``load_profile`` of
+    ``{"schedulerName": scheduler_name}``, its spec constructed rather than validated (our constants)."""
+    profile = default_spec(scheduler_name)
+    profile.set_resolved(resolve_plugins(profile, registry))
+    return profile
 
 
 # --- kube-scheduler's NewFramework checks, in its words (KubeSchedulerConfiguration files) ------
