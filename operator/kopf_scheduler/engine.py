@@ -17,7 +17,7 @@ from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
 from kopf_scheduler.config.profile import SchedulerProfileSpec
-from kopf_scheduler.dra import DraManager
+from kopf_scheduler.dra.manager import DraManager
 from kopf_scheduler.eventhandlers import EventHandlers
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.extender import Extender

@@ -3,38 +3,8 @@ plugin calls (the reference's ``k8s.io/dynamic-resource-allocation/structured``)
 manager the framework hands the plugins.
 
 Pure engine code: typed resource.k8s.io/v1 views (``api/resource.py``) in, allocation results out.
+Import the module that holds a name (``dra.manager``, ``dra.allocator``, ``dra.extended``, ...),
+never this package: what an ordinary cluster's first cycle needs (the manager, the extended
+resource names, the features) stays apart from the allocator, the pools and CEL, which are imported
+when a pod with claims (or a DRA object) is first met.
 """
-
-from .allocator import ALLOCATION_RESULTS_MAX_SIZE, AllocationError, Allocator, InvalidPoolsError
-from .cel import CelCache, CelError
-from .extended import DEVICE_CLASS_PREFIX, ExtendedResources, is_dra_extended_resource_name
-from .features import DEFAULT_FEATURES, Features
-from .manager import ClaimTracker, DraManager
-from .pools import Pool, PoolCache, node_matches
-from .state import AllocatedState, DeviceID, SharedDeviceID, gather_allocated_state
-from .taint_rules import TaintRuleCache, apply_taint_rules
-
-__all__ = [
-    "ALLOCATION_RESULTS_MAX_SIZE",
-    "DEFAULT_FEATURES",
-    "DEVICE_CLASS_PREFIX",
-    "AllocatedState",
-    "AllocationError",
-    "Allocator",
-    "CelCache",
-    "CelError",
-    "ClaimTracker",
-    "DeviceID",
-    "DraManager",
-    "ExtendedResources",
-    "Features",
-    "InvalidPoolsError",
-    "Pool",
-    "PoolCache",
-    "SharedDeviceID",
-    "TaintRuleCache",
-    "apply_taint_rules",
-    "gather_allocated_state",
-    "is_dra_extended_resource_name",
-    "node_matches",
-]

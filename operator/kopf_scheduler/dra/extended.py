@@ -9,8 +9,10 @@ A class is named by ``deviceclass.resource.kubernetes.io/<class>`` always, and b
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from kopf_scheduler.api.resource import DeviceClass
+if TYPE_CHECKING:  # the views' module is imported when such an object arrives
+    from kopf_scheduler.api.resource import DeviceClass
 
 __all__ = ["DEVICE_CLASS_PREFIX", "ExtendedResources", "is_dra_extended_resource_name"]
 

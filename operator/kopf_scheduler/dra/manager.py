@@ -14,18 +14,23 @@ and in-flight allocations and warm caches must survive that.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from kopf_scheduler.api import kinds
-from kopf_scheduler.api.resource import ResourceClaim
 
-from .cel import CelCache
 from .extended import ExtendedResources
-from .pools import PoolCache
-from .state import AllocatedState
-from .taint_rules import TaintRuleCache
+
+if TYPE_CHECKING:  # imported when first used: a cluster without claims never needs them
+    from kopf_scheduler.api.resource import ResourceClaim
+
+    from .cel import CelCache
+    from .pools import PoolCache
+    from .state import AllocatedState
+    from .taint_rules import TaintRuleCache
 
 __all__ = ["ClaimTracker", "DraManager"]
 
@@ -111,6 +116,8 @@ class ClaimTracker:
     # -- devices in use --
 
     def allocated_state(self) -> AllocatedState:
+        from .state import AllocatedState
+
         state = AllocatedState()
         for claim in self.all():
             if claim.status.allocation is not None:
@@ -127,11 +134,30 @@ class ClaimTracker:
 
 
 class DraManager:
-    """One per engine (object store); see the module's docstring."""
+    """One per engine (object store); see the module's docstring.
+
+    The caches of the allocator's inputs are made, and their modules (CEL, the pools) imported, on
+    first use: only a pod with claims gets that far, so an ordinary cluster's start never pays it.
+    """
 
     def __init__(self, objects: Mapping[str, Mapping[str, object]]) -> None:
         self.claims = ClaimTracker(objects)
-        self.cel = CelCache()
-        self.pools = PoolCache()
-        self.taint_rules = TaintRuleCache()
         self.extended_resources = ExtendedResources()
+
+    @functools.cached_property
+    def cel(self) -> CelCache:
+        from .cel import CelCache
+
+        return CelCache()
+
+    @functools.cached_property
+    def pools(self) -> PoolCache:
+        from .pools import PoolCache
+
+        return PoolCache()
+
+    @functools.cached_property
+    def taint_rules(self) -> TaintRuleCache:
+        from .taint_rules import TaintRuleCache
+
+        return TaintRuleCache()

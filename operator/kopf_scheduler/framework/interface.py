@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
-    from kopf_scheduler.dra import DraManager
+    from kopf_scheduler.dra.manager import DraManager
     from kopf_scheduler.framework.client import ClusterClient
     from kopf_scheduler.framework.extender import Extender
     from kopf_scheduler.framework.snapshot import Snapshot

@@ -24,7 +24,7 @@ import numpy as np
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.config.gotext import format_duration, go_quote
 from kopf_scheduler.config.profile import SchedulerProfileSpec
-from kopf_scheduler.dra import DraManager
+from kopf_scheduler.dra.manager import DraManager
 from kopf_scheduler.framework.batch import OpportunisticBatch, PodSignature, signature_of
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.diagnosis import Diagnosis

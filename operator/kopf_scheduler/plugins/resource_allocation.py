@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, Resource
-from kopf_scheduler.dra import is_dra_extended_resource_name
+from kopf_scheduler.dra.extended import is_dra_extended_resource_name
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, Handle, SignFragments, Status
 from kopf_scheduler.framework.snapshot import BASE_COLUMNS

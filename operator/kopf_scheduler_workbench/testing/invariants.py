@@ -58,7 +58,7 @@ from kopf_scheduler.api.types import (
     TopologySpreadConstraint,
 )
 from kopf_scheduler.api.volumes import PERSISTENT_VOLUME_CLAIM
-from kopf_scheduler.dra import ExtendedResources
+from kopf_scheduler.dra.extended import ExtendedResources
 
 __all__ = [
     "ClusterState",

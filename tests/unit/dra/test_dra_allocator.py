@@ -47,16 +47,10 @@ from kopf_scheduler.api.resource import (
     parse_resource_claim,
     parse_resource_slice,
 )
-from kopf_scheduler.dra import (
-    DEFAULT_FEATURES,
-    AllocatedState,
-    AllocationError,
-    Allocator,
-    CelCache,
-    Features,
-    InvalidPoolsError,
-    gather_allocated_state,
-)
+from kopf_scheduler.dra.allocator import AllocationError, Allocator, InvalidPoolsError
+from kopf_scheduler.dra.cel import CelCache
+from kopf_scheduler.dra.features import DEFAULT_FEATURES, Features
+from kopf_scheduler.dra.state import AllocatedState, gather_allocated_state
 
 CEL = CelCache()
 MEM_GE_1GI = f'device.capacity["{DRIVER_A}"].memory.compareTo(quantity("1Gi")) >= 0'
@@ -751,7 +745,7 @@ def test_selector_cache_compiles_once() -> None:
 
 
 def test_device_taint_rules_taint_selected_devices() -> None:
-    from kopf_scheduler.dra import TaintRuleCache, apply_taint_rules
+    from kopf_scheduler.dra.taint_rules import TaintRuleCache, apply_taint_rules
 
     slices = [
         parse_resource_slice(

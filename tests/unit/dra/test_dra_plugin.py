@@ -23,7 +23,7 @@ from kopf_scheduler.api.resource import (
     parse_resource_claim,
     parse_resource_slice,
 )
-from kopf_scheduler.dra import DraManager
+from kopf_scheduler.dra.manager import DraManager
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.memory_client import MemoryClusterClient
 from kopf_scheduler.plugins.dynamic_resources import STATE_KEY, DynamicResources

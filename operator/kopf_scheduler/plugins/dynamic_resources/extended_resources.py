@@ -23,7 +23,7 @@ from kopf_scheduler.api.resource import (
     claim_with_requests,
     parse_resource_claim,
 )
-from kopf_scheduler.dra import is_dra_extended_resource_name
+from kopf_scheduler.dra.extended import is_dra_extended_resource_name
 
 __all__ = [
     "ANNOTATION",
