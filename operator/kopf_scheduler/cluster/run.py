@@ -23,8 +23,6 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
 if TYPE_CHECKING:
     from kopf_scheduler.cluster.connection import Credentials
     from kopf_scheduler.cluster.prefetch import Prefetch
@@ -453,6 +451,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kopf-scheduler: {exc}", file=sys.stderr)
         return 1
     if args.write_config_to:
+        import yaml
+
         from kopf_scheduler.config.kubescheduler import written_document
 
         with features.using(resolved.gates):
