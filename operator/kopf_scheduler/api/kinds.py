@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from kopf_scheduler.api.apps import ReplicaSet, StatefulSet, parse_replica_set, parse_stateful_set
 from kopf_scheduler.api.core import (
@@ -28,18 +28,6 @@ from kopf_scheduler.api.meta import ObjectMeta
 from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
-from kopf_scheduler.api.resource import (
-    DeviceClass,
-    DeviceTaintRule,
-    ResourceClaim,
-    ResourceClaimTemplate,
-    ResourceSlice,
-    parse_device_class,
-    parse_device_taint_rule,
-    parse_resource_claim,
-    parse_resource_claim_template,
-    parse_resource_slice,
-)
 from kopf_scheduler.api.scheduling import PriorityClass, parse_priority_class
 from kopf_scheduler.api.storage import (
     CSIDriver,
@@ -57,6 +45,15 @@ from kopf_scheduler.api.storage import (
     parse_storage_class,
     parse_volume_attachment,
 )
+
+if TYPE_CHECKING:  # the DRA kinds' views: imported by their parsers below, on first use
+    from kopf_scheduler.api.resource import (
+        DeviceClass,
+        DeviceTaintRule,
+        ResourceClaim,
+        ResourceClaimTemplate,
+        ResourceSlice,
+    )
 
 __all__ = [
     "KINDS",
@@ -176,6 +173,38 @@ class Kind(Generic[T]):
         return meta.name
 
 
+# The resource.k8s.io views' module (~10 ms of dataclass definitions to import) is imported when the
+# first such object is parsed: a cluster without DRA objects never needs it before its first bind.
+def _parse_resource_claim(raw: Raw) -> ResourceClaim:
+    from kopf_scheduler.api.resource import parse_resource_claim
+
+    return parse_resource_claim(raw)
+
+
+def _parse_resource_slice(raw: Raw) -> ResourceSlice:
+    from kopf_scheduler.api.resource import parse_resource_slice
+
+    return parse_resource_slice(raw)
+
+
+def _parse_device_class(raw: Raw) -> DeviceClass:
+    from kopf_scheduler.api.resource import parse_device_class
+
+    return parse_device_class(raw)
+
+
+def _parse_device_taint_rule(raw: Raw) -> DeviceTaintRule:
+    from kopf_scheduler.api.resource import parse_device_taint_rule
+
+    return parse_device_taint_rule(raw)
+
+
+def _parse_resource_claim_template(raw: Raw) -> ResourceClaimTemplate:
+    from kopf_scheduler.api.resource import parse_resource_claim_template
+
+    return parse_resource_claim_template(raw)
+
+
 _STORAGE = "storage.k8s.io"
 _RESOURCE = "resource.k8s.io"
 _SCHEDULING = "scheduling.k8s.io"
@@ -234,21 +263,21 @@ STATEFUL_SET: Kind[StatefulSet] = Kind(
 # DynamicResources: claims (allocations in use and to write), the devices drivers publish, classes.
 RESOURCE_CLAIM: Kind[ResourceClaim] = Kind(
     "ResourceClaim", _RESOURCE, "v1", "resourceclaims", True, event=f"{_RESOURCE}/ResourceClaim",
-    parse=parse_resource_claim,
+    parse=_parse_resource_claim,
 )
 RESOURCE_SLICE: Kind[ResourceSlice] = Kind(
     "ResourceSlice", _RESOURCE, "v1", "resourceslices", False, event=f"{_RESOURCE}/ResourceSlice",
-    parse=parse_resource_slice,
+    parse=_parse_resource_slice,
 )
 DEVICE_CLASS: Kind[DeviceClass] = Kind(
     "DeviceClass", _RESOURCE, "v1", "deviceclasses", False, event=f"{_RESOURCE}/DeviceClass",
-    parse=parse_device_class,
+    parse=_parse_device_class,
 )
 # The reference's slice tracker turns a DeviceTaintRule change into updates of the (patched)
 # ResourceSlices it selects; the plugin hears it as that.
 DEVICE_TAINT_RULE: Kind[DeviceTaintRule] = Kind(
     "DeviceTaintRule", _RESOURCE, "v1", "devicetaintrules", False, event=f"{_RESOURCE}/ResourceSlice",
-    parse=parse_device_taint_rule,
+    parse=_parse_device_taint_rule,
 )
 # Served with GenericWorkload on and scheduling.k8s.io/v1beta1 enabled (both off by default in v1.37).
 POD_GROUP: Kind[PodGroup] = Kind(
@@ -258,7 +287,7 @@ POD_GROUP: Kind[PodGroup] = Kind(
 # simulate's admission turns a pod's template reference into its claim.
 RESOURCE_CLAIM_TEMPLATE: Kind[ResourceClaimTemplate] = Kind(
     "ResourceClaimTemplate", _RESOURCE, "v1", "resourceclaimtemplates", True, Role.INPUT,
-    parse=parse_resource_claim_template,
+    parse=_parse_resource_claim_template,
 )
 RUNTIME_CLASS: Kind[Raw] = Kind("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False, Role.WORKBENCH)
 # Written by the scheduler (cluster/client.py), read back only by the workbench (fidelity, the checker).

@@ -17,12 +17,11 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
-from kopf_scheduler.api.resource import ResourceClaim, claim_to_api, parse_resource_claim
 from kopf_scheduler.api.storage import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
@@ -32,6 +31,9 @@ from kopf_scheduler.api.storage import (
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
+
+if TYPE_CHECKING:  # api/resource.py is imported by the claim writes, when a claim is written
+    from kopf_scheduler.api.resource import ResourceClaim
 
 __all__ = [
     "MERGE",
@@ -434,13 +436,19 @@ class KubeClusterClient:
     # Claims go out built from their typed fields (api/resource.claim_to_api) and come back parsed.
 
     async def get_resource_claim(self, namespace: str, name: str) -> ResourceClaim:
+        from kopf_scheduler.api.resource import parse_resource_claim
+
         return parse_resource_claim(await self._request("GET", _claim_path(namespace, name)))
 
     async def update_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
+        from kopf_scheduler.api.resource import claim_to_api, parse_resource_claim
+
         path = _claim_path(claim.metadata.namespace, claim.metadata.name)
         return parse_resource_claim(await self._request("PUT", path, body=claim_to_api(claim)))
 
     async def update_resource_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
+        from kopf_scheduler.api.resource import claim_to_api, parse_resource_claim
+
         path = _claim_path(claim.metadata.namespace, claim.metadata.name, "status")
         return parse_resource_claim(await self._request("PUT", path, body=claim_to_api(claim)))
 
@@ -456,6 +464,8 @@ class KubeClusterClient:
         )
 
     async def create_resource_claim(self, claim: ResourceClaim) -> ResourceClaim:
+        from kopf_scheduler.api.resource import claim_to_api, parse_resource_claim
+
         path = f"/apis/resource.k8s.io/v1/namespaces/{quote(claim.metadata.namespace)}/resourceclaims"
         return parse_resource_claim(await self._request("POST", path, body=claim_to_api(claim)))
 

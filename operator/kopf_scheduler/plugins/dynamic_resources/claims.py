@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.resource import ResourceClaim
+
+if TYPE_CHECKING:
+    from kopf_scheduler.api.resource import ResourceClaim
 
 __all__ = ["ClaimLookupError", "check_owner", "pod_claim_names"]
 

@@ -28,13 +28,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
-from kopf_scheduler.api.resource import (
-    AllocationResult,
-    ConsumerReference,
-    DeviceClass,
-    ResourceClaim,
-    ResourceClaimStatus,
-)
 from kopf_scheduler.api.types import NodeSelector
 from kopf_scheduler.config import features as feature_gates
 from kopf_scheduler.dra.features import DEFAULT_FEATURES, Features
@@ -71,9 +64,10 @@ from .extended_resources import (
     special_claim,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # api/resource.py is imported with the first DRA object (api/kinds.py's parsers)
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
+    from kopf_scheduler.api.resource import AllocationResult, DeviceClass, ResourceClaim
     from kopf_scheduler.dra.allocator import Allocator
     from kopf_scheduler.framework.snapshot import Snapshot
     from kopf_scheduler.framework.types import NodeInfo
@@ -519,6 +513,8 @@ class DynamicResources(Plugin):
             reserved = claim.status.reserved_for
             if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
                 # No allocation, no reservations, no device status: deallocated.
+                from kopf_scheduler.api.resource import ResourceClaimStatus
+
                 new = dataclasses.replace(claim, status=ResourceClaimStatus())
                 self._background(self._update_status(new), f"deallocate ResourceClaim {_kobj(claim)}")
                 return True, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
@@ -661,6 +657,8 @@ class DynamicResources(Plugin):
             if for_node is None:
                 raise _BindError(f"extended resource claim not found for node {node_name}")
             # Created by generateName: no name, no uid, no status.
+            from kopf_scheduler.api.resource import ResourceClaimStatus
+
             body = dataclasses.replace(
                 for_node,
                 metadata=dataclasses.replace(for_node.metadata, name="", uid=""),
@@ -728,6 +726,8 @@ class DynamicResources(Plugin):
         client = self.handle.client if self.handle is not None else None
         if client is None:
             raise _BindError("no cluster client to write ResourceClaims")
+        from kopf_scheduler.api.resource import ConsumerReference
+
         binding = ConsumerReference("pods", pod.name, pod.uid)
         for attempt in range(CONFLICT_RETRIES):
             if attempt:

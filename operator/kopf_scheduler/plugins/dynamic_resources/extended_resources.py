@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from kopf_scheduler.api.containers import Container
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.resource import (
-    DeviceClass,
-    DeviceRequest,
-    DeviceSubRequest,
-    ResourceClaim,
-    claim_with_requests,
-    parse_resource_claim,
-)
 from kopf_scheduler.dra.extended import is_dra_extended_resource_name
+
+if TYPE_CHECKING:  # api/resource.py is imported where a claim or a request is made (a DeviceClass met)
+    from kopf_scheduler.api.resource import DeviceClass, DeviceRequest, ResourceClaim
 
 __all__ = [
     "ANNOTATION",
@@ -60,11 +56,15 @@ def find_extended_claim(pod: Pod, claims: Iterable[ResourceClaim]) -> ResourceCl
 
 def node_claim(claim: ResourceClaim, requests: Sequence[DeviceRequest]) -> ResourceClaim:
     """The extended-resource claim with one node's requests: what PreBind creates in the API."""
+    from kopf_scheduler.api.resource import claim_with_requests
+
     return claim_with_requests(claim, requests)
 
 
 def special_claim(pod: Pod) -> ResourceClaim:
     """The pod's extended-resource claim, in memory until PreBind creates it."""
+    from kopf_scheduler.api.resource import parse_resource_claim
+
     return parse_resource_claim(
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -112,6 +112,8 @@ def _request_for(
         mappings.append({"containerName": container.name, "resourceName": name, "requestName": request.name})
         if have >= amount:
             return None, mappings
+    from kopf_scheduler.api.resource import DeviceRequest, DeviceSubRequest
+
     keys = sorted(container.requests)
     request_name = f"container-{index}-request-{keys.index(name) if name in keys else 0}"
     request = DeviceRequest(
