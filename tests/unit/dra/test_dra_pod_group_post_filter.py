@@ -8,6 +8,8 @@ error, wrapped by the framework, for every member and on the PodGroup.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from typing import Any
 
 from test_dra_plugin import NodeInfo, gpu_claim, pod, world
@@ -199,6 +201,26 @@ async def test_members_turned_away_before_its_prefilter_get_the_references_error
     assert messages == {"default/g-1": NOT_FOUND, "default/g-2": NOT_FOUND}
     (cond,) = client.pod_group_conditions["default/g"]
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", NOT_FOUND)
+
+
+async def test_a_gang_left_short_by_a_deleting_member_gets_the_references_error() -> None:
+    """A member being deleted is taken out of the cycle (``skipPodGroupPodSchedule``): one member
+    left of minCount 2, PlacementFeasible rules the group out before any member is tried, so no
+    member reached DynamicResources' PreFilter."""
+    client = MemoryClusterClient()
+    engine = new_engine(client, [gang_profile()])
+    engine.handlers.add_node(make_node("node-1", cpu="4"))
+    engine.handlers.add_object("PodGroup", pod_group("g", 2))
+    first, second = member("g-1"), member("g-2")
+    engine.handlers.add_pod(first)
+    engine.handlers.add_pod(second)
+    engine.handlers.update_pod(second, dataclasses.replace(second, deletion_timestamp=time.time()))
+    await drain_once(engine)
+    assert client.bindings == {}
+    messages = {e.pod: e.message for e in client.events if e.reason == "FailedScheduling"}
+    assert messages == {"default/g-1": NOT_FOUND}
+    (cond,) = client.pod_group_conditions["default/g"]
+    assert (cond["reason"], cond["message"]) == ("SchedulerError", NOT_FOUND)
 
 
 async def group_message(**spec: Any) -> str:
