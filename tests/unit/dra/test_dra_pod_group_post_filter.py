@@ -14,7 +14,7 @@ from typing import Any
 
 from test_dra_plugin import NodeInfo, gpu_claim, pod, world
 
-from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.api.resource import ResourceClaim
 from kopf_scheduler.engine import new_engine
@@ -130,6 +130,31 @@ def test_a_members_claim_unavailable_where_it_was_tried_is_deallocated() -> None
     assert (status.code, status.message) == (Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
     claim = stored(objects, "a")
     assert claim.status.allocation is None and claim.status.reserved_for == ()
+
+
+def test_a_members_extended_resource_claim_left_from_before_is_deleted() -> None:
+    """Row "delete-pod-level-extended-claim": the claim an earlier cycle made for the member's
+    extended resource (DRAExtendedResource) cannot be scheduled again; it is deleted."""
+    extended = gpu_claim("p1-extended-resources")
+    extended["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    extended["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": "uid-p1", "controller": True}
+    ]
+    plugin, objects = world(extended)
+    requests = {"deviceclass.resource.kubernetes.io/gpu": "1"}
+    member = parse_pod(
+        {
+            "metadata": {"name": "p1", "namespace": "default", "uid": "uid-p1"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": requests, "limits": requests}}]},
+        }
+    )
+    group_state = CycleState()
+    status = tried(plugin, group_state, member)
+    assert status is not None and status.message == "cannot schedule extended resource claim"
+    assert "default/p1-extended-resources" in objects["ResourceClaim"]
+    status = post_filter(plugin, group_state, [member])
+    assert status is not None and status.message == GROUP_CLAIMS_RELEASED
+    assert "default/p1-extended-resources" not in objects["ResourceClaim"]
 
 
 def test_a_claim_reserved_for_another_pod_is_kept() -> None:
