@@ -13,8 +13,20 @@ import pytest
 from pydantic import BaseModel
 
 from kopf_scheduler.config import features
-from kopf_scheduler.config.profile import ProfileError, default_spec, merge_plugins, parse_profile
+from kopf_scheduler.config.profile import (
+    ProfileError,
+    ValidDefaults,
+    default_args,
+    default_spec,
+    merge_plugins,
+    parse_profile,
+)
+from kopf_scheduler.framework.interface import Plugin
 from kopf_scheduler.framework.profiles import default_profile, load_profile
+from kopf_scheduler.framework.registry import IN_TREE, default_registry
+from kopf_scheduler.plugins.node_resources_fit import ScoringStrategy
+from kopf_scheduler.plugins.resource_allocation import ResourceSpec, default_resources
+from kopf_scheduler.plugins.volume_binding.args import UtilizationShapePoint, default_shape
 
 
 def _shape(value: Any) -> Any:
@@ -70,21 +82,74 @@ def test_default_profile_resolves_as_a_loaded_one() -> None:
     assert default.resolved.args == loaded.resolved.args
 
 
+IN_TREE_ARGS = sorted(
+    {m for m in map(default_registry().args_model, IN_TREE) if m is not None}, key=lambda m: m.__name__
+)
+
+
+@pytest.mark.parametrize("model", IN_TREE_ARGS, ids=lambda m: m.__name__)
+def test_in_tree_default_args_are_what_validation_gives(model: type[BaseModel]) -> None:
+    assert issubclass(model, ValidDefaults)
+    constructed = default_args(model)
+    assert _shape(constructed) == _shape(model())
+    # Validated again from scratch, nested defaults included (the default factories construct too).
+    revalidated = model.model_validate(constructed.model_dump(by_alias=True))
+    assert constructed == revalidated
+
+
+def test_constructed_nested_defaults_are_what_validation_gives() -> None:
+    assert _shape(ScoringStrategy.model_construct()) == _shape(ScoringStrategy.model_validate({}))
+    assert _shape(default_resources()) == _shape(
+        [ResourceSpec.model_validate({"name": n, "weight": 1}) for n in ("cpu", "memory")]
+    )
+    assert _shape(default_shape()) == _shape(
+        [UtilizationShapePoint.model_validate({"utilization": u, "score": s}) for u, s in ((0, 10), (100, 0))]
+    )
+
+
+class _Required(BaseModel):
+    size: int
+
+
+class _NeedsArgs(Plugin):
+    name = "NeedsArgs"
+    Args = _Required
+
+    def filter(self, state: Any, pod: Any, node_info: Any) -> None:
+        return None
+
+
+def test_args_without_valid_defaults_are_still_validated() -> None:
+    """An Args model that is not ours (no ValidDefaults) is validated: one without defaults is an error."""
+    registry = default_registry().copy()
+    registry.register("NeedsArgs", _NeedsArgs)
+    spec = {"schedulerName": "x", "plugins": {"multiPoint": {"enabled": [{"name": "NeedsArgs"}]}}}
+    with pytest.raises(ProfileError, match="plugin 'NeedsArgs' needs args: Field required"):
+        load_profile(spec, registry)
+
+
 def test_the_way_to_the_first_bind_builds_no_validator() -> None:
     """A fresh process that imports the runtime and builds the default engine, as ``run`` does
-    without --config, leaves every model of config deferred: nothing of ours was validated."""
+    without --config, leaves every pydantic model of ours unbuilt (the profile's, the default plugins'
+    args): nothing was validated, and pydantic built no core schema on the way."""
     code = textwrap.dedent(
         """
         import kopf_scheduler.cluster.runtime
         from kopf_scheduler.engine import new_engine
         from kopf_scheduler.memory_client import MemoryClusterClient
-        from kopf_scheduler.config import profile
+        from pydantic import BaseModel
 
         engine = new_engine(MemoryClusterClient(), (), with_default=True)
         assert "kopf-scheduler" in engine.profiles
-        models = [profile.SchedulerProfileSpec, profile.Plugins, profile.PluginSet, profile.PluginRef,
-                  profile.PluginConfig]
-        print(sorted(m.__qualname__ for m in models if m.__pydantic_complete__))
+
+        def models(cls):
+            for sub in cls.__subclasses__():
+                yield sub
+                yield from models(sub)
+
+        ours = [m for m in models(BaseModel) if m.__module__.startswith("kopf_scheduler")]
+        assert len(ours) > 15, ours  # the profile's and the default plugins' args models
+        print(sorted(f"{m.__module__}.{m.__qualname__}" for m in ours if m.__pydantic_complete__))
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

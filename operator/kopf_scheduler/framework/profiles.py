@@ -22,6 +22,7 @@ from kopf_scheduler.config.profile import (
     ProfileError,
     ResolvedPlugins,
     SchedulerProfileSpec,
+    default_args,
     default_spec,
     location,
     merge_plugins,
@@ -164,7 +165,7 @@ def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None
             args[name] = None
             continue
         try:
-            args[name] = model()
+            args[name] = default_args(model)
         except ValidationError as exc:
             errors.append(
                 (f"pluginConfig[{name}].args", f"plugin {name!r} needs args: {exc.errors()[0]['msg']}")

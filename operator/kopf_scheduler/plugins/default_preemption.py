@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kopf_scheduler.config.profile import ValidDefaults
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -74,10 +75,10 @@ def _prefixed(
     return result, status
 
 
-class DefaultPreemptionArgs(BaseModel):
+class DefaultPreemptionArgs(ValidDefaults, BaseModel):
     """``DefaultPreemptionArgs`` with the reference's defaults and validation."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     min_candidate_nodes_percentage: int = Field(default=10, alias="minCandidateNodesPercentage")
     min_candidate_nodes_absolute: int = Field(default=100, alias="minCandidateNodesAbsolute")

@@ -26,6 +26,7 @@ from kopf_scheduler.api.types import (
     ObjectError,
     PreferredSchedulingTerm,
 )
+from kopf_scheduler.config.profile import ValidDefaults
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -101,10 +102,10 @@ def _validate_term(term: NodeSelectorTerm, path: str) -> list[str]:
     ) + _validate_requirements(term.match_fields, f"{path}.matchFields", True)
 
 
-class NodeAffinityArgs(BaseModel):
+class NodeAffinityArgs(ValidDefaults, BaseModel):
     """``NodeAffinityArgs``: ``addedAffinity`` is a core/v1 NodeAffinity applied to every pod."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     added_affinity: dict[str, Any] | None = Field(default=None, alias="addedAffinity")
     _parsed: NodeAffinitySpec | None = PrivateAttr(default=None)

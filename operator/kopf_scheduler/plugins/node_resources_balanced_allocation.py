@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Pod
+from kopf_scheduler.config.profile import ValidDefaults
 from kopf_scheduler.framework.interface import (
     Code,
     CycleState,
@@ -45,10 +46,10 @@ NAME = "NodeResourcesBalancedAllocation"
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
 
-class NodeResourcesBalancedAllocationArgs(BaseModel):
+class NodeResourcesBalancedAllocationArgs(ValidDefaults, BaseModel):
     """Resources default to cpu and memory; every weight must be 1 (weights are meaningless here)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     resources: list[ResourceSpec] = Field(default_factory=default_resources)
 

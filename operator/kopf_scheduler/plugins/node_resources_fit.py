@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import Resource
+from kopf_scheduler.config.profile import ValidDefaults
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -67,7 +68,7 @@ MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 _STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
 
-_CONFIG = ConfigDict(populate_by_name=True, extra="forbid")
+_CONFIG = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
 
 # --- args ----------------------------------------------------------------------------------------
@@ -125,14 +126,16 @@ def validate_function_shape(shape: Sequence[UtilizationShapePoint], path: str) -
     return errs
 
 
-class NodeResourcesFitArgs(BaseModel):
+class NodeResourcesFitArgs(ValidDefaults, BaseModel):
     """``NodeResourcesFitArgs`` with the v1 defaults (LeastAllocated over cpu=1, memory=1)."""
 
     model_config = _CONFIG
 
     ignored_resources: list[str] = Field(default_factory=list, alias="ignoredResources")
     ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
-    scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy, alias="scoringStrategy")
+    scoring_strategy: ScoringStrategy = Field(
+        default_factory=ScoringStrategy.model_construct, alias="scoringStrategy"
+    )
 
     @model_validator(mode="after")
     def _validate(self) -> NodeResourcesFitArgs:

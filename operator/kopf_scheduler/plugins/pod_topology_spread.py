@@ -27,6 +27,7 @@ from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.selectors import parse_topology_spread
 from kopf_scheduler.api.types import TopologySpreadConstraint
+from kopf_scheduler.config.profile import ValidDefaults
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -91,7 +92,7 @@ _MAX_INT32 = 2**31 - 1
 class DefaultConstraint(BaseModel):
     """A ``v1.TopologySpreadConstraint`` in ``defaultConstraints`` (no selector: deduced per pod)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     max_skew: int = Field(alias="maxSkew")
     topology_key: str = Field(alias="topologyKey")
@@ -124,10 +125,10 @@ class DefaultConstraint(BaseModel):
         return parse_topology_spread(self.model_dump(by_alias=True, exclude_none=True), "defaultConstraints")
 
 
-class PodTopologySpreadArgs(BaseModel):
+class PodTopologySpreadArgs(ValidDefaults, BaseModel):
     """``PodTopologySpreadArgs``; ``System`` defaulting uses the reference's built-in constraints."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     default_constraints: list[DefaultConstraint] = Field(default_factory=list, alias="defaultConstraints")
     defaulting_type: Literal["System", "List"] = Field(default="System", alias="defaultingType")

@@ -52,7 +52,7 @@ __all__ = [
 MAX_UTILIZATION = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10
 
-_CONFIG = ConfigDict(populate_by_name=True, extra="forbid")
+_CONFIG = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
 
 class ResourceSpec(BaseModel):
@@ -76,7 +76,11 @@ class UtilizationShapePoint(BaseModel):
 
 
 def default_resources() -> list[ResourceSpec]:
-    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
+    # Our constants: constructed, not validated (the default profile builds no validator).
+    return [
+        ResourceSpec.model_construct(name=CPU, weight=1),
+        ResourceSpec.model_construct(name=MEMORY, weight=1),
+    ]
 
 
 # --- resource names (schedutil / v1helper) ------------------------------------------------------

@@ -30,6 +30,7 @@ from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.types import NodeSelector
 from kopf_scheduler.config import features as feature_gates
+from kopf_scheduler.config.profile import ValidDefaults
 from kopf_scheduler.dra.features import DEFAULT_FEATURES, Features
 from kopf_scheduler.dra.manager import ClaimTracker, DraManager
 from kopf_scheduler.framework.client import ApiError, Conflict
@@ -120,10 +121,10 @@ def allocator_features(gates: feature_gates.FeatureGates) -> Features:
     )
 
 
-class DynamicResourcesArgs(BaseModel):
+class DynamicResourcesArgs(ValidDefaults, BaseModel):
     """``DynamicResourcesArgs`` with v1.37.2's defaults (durations as Go spells them, or seconds)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     filter_timeout: float = Field(10.0, alias="filterTimeout")
     binding_timeout: float = Field(600.0, alias="bindingTimeout")

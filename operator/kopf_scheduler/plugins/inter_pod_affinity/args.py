@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kopf_scheduler.config.profile import ValidDefaults
 
-class InterPodAffinityArgs(BaseModel):
+
+class InterPodAffinityArgs(ValidDefaults, BaseModel):
     """``InterPodAffinityArgs`` with the reference's defaults and validation."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     hard_pod_affinity_weight: int = Field(default=1, alias="hardPodAffinityWeight")
     ignore_preferred_terms_of_existing_pods: bool = Field(

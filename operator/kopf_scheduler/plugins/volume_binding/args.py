@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kopf_scheduler.config.profile import ValidDefaults
+
 MAX_CUSTOM_PRIORITY_SCORE = 10
 
 
@@ -14,7 +16,7 @@ MAX_UTILIZATION = 100
 
 
 class UtilizationShapePoint(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     utilization: int = Field(alias="utilization")
     score: int = Field(alias="score")
@@ -23,16 +25,16 @@ class UtilizationShapePoint(BaseModel):
 def default_shape() -> list[UtilizationShapePoint]:
     """The v1 default with StorageCapacityScoring on: emptier nodes score higher (10 at 0%, 0 at 100%)."""
     return [
-        UtilizationShapePoint(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
-        UtilizationShapePoint(utilization=100, score=0),
+        UtilizationShapePoint.model_construct(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
+        UtilizationShapePoint.model_construct(utilization=100, score=0),
     ]
 
 
-class VolumeBindingArgs(BaseModel):
+class VolumeBindingArgs(ValidDefaults, BaseModel):
     """``VolumeBindingArgs`` with v1 defaulting and validation under the 1.37 gates
     (StorageCapacityScoring on: ``shape`` defaults when empty and is always validated)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds")
     shape: list[UtilizationShapePoint] = Field(default_factory=default_shape, alias="shape")
