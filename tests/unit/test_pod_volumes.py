@@ -11,9 +11,8 @@ import pytest
 
 from kopf_scheduler.api import objects
 from kopf_scheduler.api.objects import Pod, parse_pod
-from kopf_scheduler.api.storage import InTreeVolumeSource
 from kopf_scheduler.api.types import ObjectError
-from kopf_scheduler.api.volumes import RBDVolumeSource, VolumeSource, parse_volumes
+from kopf_scheduler.api.volumes import InTreeVolumeSource, RBDVolumeSource, VolumeSource, parse_volumes
 from kopf_scheduler.framework import signers
 from kopf_scheduler_workbench.testing.builders import pod_dict
 

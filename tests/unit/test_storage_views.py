@@ -11,7 +11,6 @@ from kopf_scheduler.api import kinds
 from kopf_scheduler.api.storage import (
     ClaimRef,
     CSIVolumeSource,
-    InTreeVolumeSource,
     parse_csi_driver,
     parse_csi_node,
     parse_csi_storage_capacity,
@@ -21,6 +20,7 @@ from kopf_scheduler.api.storage import (
     parse_volume_attachment,
 )
 from kopf_scheduler.api.types import ObjectError
+from kopf_scheduler.api.volumes import InTreeVolumeSource
 
 
 def test_claim_view() -> None:

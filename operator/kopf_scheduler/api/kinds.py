@@ -29,30 +29,23 @@ from kopf_scheduler.api.objects import Node, Pod, parse_node, parse_pod
 from kopf_scheduler.api.podgroup import PodGroup, parse_pod_group
 from kopf_scheduler.api.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from kopf_scheduler.api.scheduling import PriorityClass, parse_priority_class
-from kopf_scheduler.api.storage import (
-    CSIDriver,
-    CSINode,
-    CSIStorageCapacity,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    StorageClass,
-    VolumeAttachment,
-    parse_csi_driver,
-    parse_csi_node,
-    parse_csi_storage_capacity,
-    parse_persistent_volume,
-    parse_persistent_volume_claim,
-    parse_storage_class,
-    parse_volume_attachment,
-)
 
-if TYPE_CHECKING:  # the DRA kinds' views: imported by their parsers below, on first use
+if TYPE_CHECKING:  # the DRA and storage kinds' views: imported by their parsers below, on first use
     from kopf_scheduler.api.resource import (
         DeviceClass,
         DeviceTaintRule,
         ResourceClaim,
         ResourceClaimTemplate,
         ResourceSlice,
+    )
+    from kopf_scheduler.api.storage import (
+        CSIDriver,
+        CSINode,
+        CSIStorageCapacity,
+        PersistentVolume,
+        PersistentVolumeClaim,
+        StorageClass,
+        VolumeAttachment,
     )
 
 __all__ = [
@@ -173,8 +166,9 @@ class Kind(Generic[T]):
         return meta.name
 
 
-# The resource.k8s.io views' module (~10 ms of dataclass definitions to import) is imported when the
-# first such object is parsed: a cluster without DRA objects never needs it before its first bind.
+# The resource.k8s.io and storage views' modules (~10 and ~5 ms of dataclass definitions to import)
+# are imported when the first such object is parsed: a cluster without DRA (storage) objects never
+# needs them before its first bind.
 def _parse_resource_claim(raw: Raw) -> ResourceClaim:
     from kopf_scheduler.api.resource import parse_resource_claim
 
@@ -205,6 +199,48 @@ def _parse_resource_claim_template(raw: Raw) -> ResourceClaimTemplate:
     return parse_resource_claim_template(raw)
 
 
+def _parse_persistent_volume_claim(raw: Raw) -> PersistentVolumeClaim:
+    from kopf_scheduler.api.storage import parse_persistent_volume_claim
+
+    return parse_persistent_volume_claim(raw)
+
+
+def _parse_persistent_volume(raw: Raw) -> PersistentVolume:
+    from kopf_scheduler.api.storage import parse_persistent_volume
+
+    return parse_persistent_volume(raw)
+
+
+def _parse_storage_class(raw: Raw) -> StorageClass:
+    from kopf_scheduler.api.storage import parse_storage_class
+
+    return parse_storage_class(raw)
+
+
+def _parse_csi_node(raw: Raw) -> CSINode:
+    from kopf_scheduler.api.storage import parse_csi_node
+
+    return parse_csi_node(raw)
+
+
+def _parse_csi_driver(raw: Raw) -> CSIDriver:
+    from kopf_scheduler.api.storage import parse_csi_driver
+
+    return parse_csi_driver(raw)
+
+
+def _parse_volume_attachment(raw: Raw) -> VolumeAttachment:
+    from kopf_scheduler.api.storage import parse_volume_attachment
+
+    return parse_volume_attachment(raw)
+
+
+def _parse_csi_storage_capacity(raw: Raw) -> CSIStorageCapacity:
+    from kopf_scheduler.api.storage import parse_csi_storage_capacity
+
+    return parse_csi_storage_capacity(raw)
+
+
 _STORAGE = "storage.k8s.io"
 _RESOURCE = "resource.k8s.io"
 _SCHEDULING = "scheduling.k8s.io"
@@ -216,30 +252,30 @@ POD: Kind[Pod] = Kind("Pod", "", "v1", "pods", True, Role.POD, event="Pod", pars
 # The kinds the plugins read through handle.objects, informed in this order.
 PERSISTENT_VOLUME_CLAIM: Kind[PersistentVolumeClaim] = Kind(
     "PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, event="PersistentVolumeClaim",
-    parse=parse_persistent_volume_claim,
+    parse=_parse_persistent_volume_claim,
 )
 PERSISTENT_VOLUME: Kind[PersistentVolume] = Kind(
     "PersistentVolume", "", "v1", "persistentvolumes", False, event="PersistentVolume",
-    parse=parse_persistent_volume,
+    parse=_parse_persistent_volume,
 )
 STORAGE_CLASS: Kind[StorageClass] = Kind(
     "StorageClass", _STORAGE, "v1", "storageclasses", False, event=f"{_STORAGE}/StorageClass",
-    parse=parse_storage_class,
+    parse=_parse_storage_class,
 )
 CSI_NODE: Kind[CSINode] = Kind(
-    "CSINode", _STORAGE, "v1", "csinodes", False, event=f"{_STORAGE}/CSINode", parse=parse_csi_node
+    "CSINode", _STORAGE, "v1", "csinodes", False, event=f"{_STORAGE}/CSINode", parse=_parse_csi_node
 )
 # NodeVolumeLimits (driver opt-in check, attachments counted) and VolumeBinding (capacity).
 CSI_DRIVER: Kind[CSIDriver] = Kind(
-    "CSIDriver", _STORAGE, "v1", "csidrivers", False, event=f"{_STORAGE}/CSIDriver", parse=parse_csi_driver
+    "CSIDriver", _STORAGE, "v1", "csidrivers", False, event=f"{_STORAGE}/CSIDriver", parse=_parse_csi_driver
 )
 VOLUME_ATTACHMENT: Kind[VolumeAttachment] = Kind(
     "VolumeAttachment", _STORAGE, "v1", "volumeattachments", False, event=f"{_STORAGE}/VolumeAttachment",
-    parse=parse_volume_attachment,
+    parse=_parse_volume_attachment,
 )
 CSI_STORAGE_CAPACITY: Kind[CSIStorageCapacity] = Kind(
     "CSIStorageCapacity", _STORAGE, "v1", "csistoragecapacities", True,
-    event=f"{_STORAGE}/CSIStorageCapacity", parse=parse_csi_storage_capacity,
+    event=f"{_STORAGE}/CSIStorageCapacity", parse=_parse_csi_storage_capacity,
 )
 POD_DISRUPTION_BUDGET: Kind[PodDisruptionBudget] = Kind(
     "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, event="PodDisruptionBudget",

@@ -21,20 +21,19 @@ from kopf_scheduler.api.meta import ObjectMeta, parse_meta, parse_namespaced_met
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 from kopf_scheduler.api.selectors import parse_label_selector, parse_node_selector
 from kopf_scheduler.api.types import LabelSelector, NodeSelector, ObjectError, as_int, as_list, as_mapping
+from kopf_scheduler.api.volumes import IN_TREE_VOLUME_ID, InTreeVolumeSource
 
 __all__ = [
     "ANN_BIND_COMPLETED",
     "ANN_BOUND_BY_CONTROLLER",
     "ANN_SELECTED_NODE",
     "BETA_STORAGE_CLASS_ANNOTATION",
-    "IN_TREE_VOLUME_ID",
     "CSIDriver",
     "CSINode",
     "CSINodeDriver",
     "CSIStorageCapacity",
     "CSIVolumeSource",
     "ClaimRef",
-    "InTreeVolumeSource",
     "PersistentVolume",
     "PersistentVolumeClaim",
     "StorageClass",
@@ -55,16 +54,6 @@ ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 
 FILESYSTEM = "Filesystem"
-
-# In-tree PV sources the CSI translation library migrates, with the field naming the disk.
-IN_TREE_VOLUME_ID = {
-    "awsElasticBlockStore": "volumeID",
-    "gcePersistentDisk": "pdName",
-    "azureDisk": "diskURI",
-    "cinder": "volumeID",
-    "portworxVolume": "volumeID",
-}
-
 
 def _class_of(meta: ObjectMeta, spec: Mapping[str, Any]) -> str:
     """``GetPersistentVolume(Claim)Class``: the beta annotation wins over spec.storageClassName."""
@@ -162,14 +151,6 @@ class ClaimRef:
 class CSIVolumeSource:
     driver: str
     volume_handle: str
-
-
-@dataclass(frozen=True, slots=True)
-class InTreeVolumeSource:
-    """An in-tree source CSI migration translates: its field in the spec and the disk it names."""
-
-    source: str  # awsElasticBlockStore | gcePersistentDisk | azureDisk | cinder | portworxVolume
-    volume_id: str  # volumeID / pdName / diskURI
 
 
 @dataclass(frozen=True, slots=True)

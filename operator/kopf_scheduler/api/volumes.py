@@ -2,7 +2,7 @@
 
 Each volume names one source (the ``VolumeSource`` member that is set). The plugins read few of
 them: the claim a ``persistentVolumeClaim`` or generic ``ephemeral`` volume uses, the in-tree disks
-VolumeRestrictions and NodeVolumeLimits compare (the vocabulary of :mod:`kopf_scheduler.api.storage`),
+VolumeRestrictions and NodeVolumeLimits compare (as a PersistentVolume names them: api/storage.py),
 an inline CSI driver, an image volume's reference; and the signature of the whole source (the
 reference's ``VolumesSigner`` marshals every source but ConfigMaps and Secrets).
 
@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.storage import IN_TREE_VOLUME_ID, InTreeVolumeSource
 from kopf_scheduler.api.types import ObjectError, as_list, as_mapping
 
 __all__ = [
@@ -30,10 +29,12 @@ __all__ = [
     "CSI",
     "EPHEMERAL",
     "IMAGE",
+    "IN_TREE_VOLUME_ID",
     "ISCSI",
     "PERSISTENT_VOLUME_CLAIM",
     "RBD",
     "SECRET",
+    "InTreeVolumeSource",
     "PodVolume",
     "RBDVolumeSource",
     "VolumeSource",
@@ -49,6 +50,24 @@ CSI = "csi"
 IMAGE = "image"
 ISCSI = "iscsi"
 RBD = "rbd"
+
+# In-tree PV sources the CSI translation library migrates, with the field naming the disk (a pod's
+# inline volume and a PersistentVolume (api/storage.py) name their disk the same way).
+IN_TREE_VOLUME_ID = {
+    "awsElasticBlockStore": "volumeID",
+    "gcePersistentDisk": "pdName",
+    "azureDisk": "diskURI",
+    "cinder": "volumeID",
+    "portworxVolume": "volumeID",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class InTreeVolumeSource:
+    """An in-tree source CSI migration translates: its field in the spec and the disk it names."""
+
+    source: str  # awsElasticBlockStore | gcePersistentDisk | azureDisk | cinder | portworxVolume
+    volume_id: str  # volumeID / pdName / diskURI
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,6 @@ from urllib.parse import quote
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.podgroup import PodGroup
-from kopf_scheduler.api.storage import (
-    ANN_BOUND_BY_CONTROLLER,
-    ANN_SELECTED_NODE,
-    parse_persistent_volume,
-    parse_persistent_volume_claim,
-)
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.framework.client import ApiError, Conflict, Fenced, NotFound, TransientError
 from kopf_scheduler.framework.diagnosis import truncate_message
@@ -390,6 +384,14 @@ class KubeClusterClient:
         await asyncio.gather(*(self._bind_claim(claim, pv, node) for claim, pv in claims))
 
     async def _bind_claim(self, claim_key: str, pv_name: str, node: str) -> None:
+        # Imported here, as api/kinds.py's parsers import it: not before a pod with volumes to bind.
+        from kopf_scheduler.api.storage import (
+            ANN_BOUND_BY_CONTROLLER,
+            ANN_SELECTED_NODE,
+            parse_persistent_volume,
+            parse_persistent_volume_claim,
+        )
+
         namespace, _, name = claim_key.partition("/")
         pvc_path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
         if not pv_name:

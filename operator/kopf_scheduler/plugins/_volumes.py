@@ -7,8 +7,12 @@ the four volume plugins agree.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.storage import PersistentVolumeClaim
+
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object (api/kinds.py's parsers)
+    from kopf_scheduler.api.storage import PersistentVolumeClaim
 
 __all__ = [
     "MIGRATED_PLUGINS_ANNOTATION",

@@ -18,19 +18,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.storage import (
-    CSINode,
-    InTreeVolumeSource,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    VolumeAttachment,
-)
-from kopf_scheduler.api.volumes import PERSISTENT_VOLUME_CLAIM, PodVolume
+from kopf_scheduler.api.volumes import PERSISTENT_VOLUME_CLAIM, InTreeVolumeSource, PodVolume
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -52,6 +45,9 @@ from kopf_scheduler.plugins._volumes import (
     volume_is_for_pod,
 )
 from kopf_scheduler.plugins.feature import FEATURE_GATES
+
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object (api/kinds.py's parsers)
+    from kopf_scheduler.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, VolumeAttachment
 
 __all__ = ["NodeVolumeLimits"]
 

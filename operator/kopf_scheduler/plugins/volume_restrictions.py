@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.storage import PersistentVolumeClaim
 from kopf_scheduler.api.volumes import ISCSI, RBD, PodVolume, VolumeSource
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
@@ -33,6 +32,9 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import not_found, pod_uses_claim, pvc_claim_names
+
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object (api/kinds.py's parsers)
+    from kopf_scheduler.api.storage import PersistentVolumeClaim
 
 __all__ = ["VolumeRestrictions"]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -30,6 +30,9 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.types import NodeInfo
 from kopf_scheduler.plugins._volumes import not_found, pod_uses_claim, pvc_claim_names
+
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object (api/kinds.py's parsers)
+    from kopf_scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
 
 __all__ = ["VolumeZone"]
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from kopf_scheduler.api.meta import ObjectMeta
-from kopf_scheduler.api.storage import (
-    ANN_BOUND_BY_CONTROLLER,
-    ANN_SELECTED_NODE,
-    ClaimRef,
-    PersistentVolume,
-    PersistentVolumeClaim,
-)
+
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object; what binds one has it
+    from kopf_scheduler.api.storage import PersistentVolume, PersistentVolumeClaim
 
 
 def with_annotation(meta: ObjectMeta, key: str, value: str) -> ObjectMeta:
@@ -20,6 +17,8 @@ def with_annotation(meta: ObjectMeta, key: str, value: str) -> ObjectMeta:
 
 def bind_volume_to_claim(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> tuple[PersistentVolume, bool]:
     """``GetBindVolumeToClaim``: the PV with claimRef set to the claim; and whether it changed."""
+    from kopf_scheduler.api.storage import ANN_BOUND_BY_CONTROLLER, ClaimRef
+
     meta = pvc.metadata
     ref = pv.claim_ref
     bound_already = pv.is_bound_to(pvc)
@@ -36,4 +35,6 @@ def bind_volume_to_claim(pv: PersistentVolume, pvc: PersistentVolumeClaim) -> tu
 
 def with_selected_node(pvc: PersistentVolumeClaim, node_name: str) -> PersistentVolumeClaim:
     """The claim as the provisioner will see it: annotated with the node chosen."""
+    from kopf_scheduler.api.storage import ANN_SELECTED_NODE
+
     return dataclasses.replace(pvc, metadata=with_annotation(pvc.metadata, ANN_SELECTED_NODE, node_name))

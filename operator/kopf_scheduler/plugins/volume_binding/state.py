@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kopf_scheduler.api.storage import CSIStorageCapacity, PersistentVolume, PersistentVolumeClaim
 from kopf_scheduler.framework.interface import Code, Status
+
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object (api/kinds.py's parsers)
+    from kopf_scheduler.api.storage import CSIStorageCapacity, PersistentVolume, PersistentVolumeClaim
 
 STATE_KEY = "VolumeBinding"
 

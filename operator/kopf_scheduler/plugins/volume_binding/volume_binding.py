@@ -15,15 +15,6 @@ import numpy as np
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.api.storage import (
-    ANN_SELECTED_NODE,
-    CSIDriver,
-    CSINode,
-    CSIStorageCapacity,
-    PersistentVolume,
-    PersistentVolumeClaim,
-    StorageClass,
-)
 from kopf_scheduler.api.volumes import CSI
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
@@ -68,7 +59,15 @@ from kopf_scheduler.plugins.volume_binding.state import (
     state_not_found,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # api/storage.py is imported with the first storage object (api/kinds.py's parsers)
+    from kopf_scheduler.api.storage import (
+        CSIDriver,
+        CSINode,
+        CSIStorageCapacity,
+        PersistentVolume,
+        PersistentVolumeClaim,
+        StorageClass,
+    )
     from kopf_scheduler.framework.snapshot import Snapshot
 
 __all__ = ["UtilizationShapePoint", "VolumeBinding", "VolumeBindingArgs"]
@@ -352,6 +351,8 @@ class VolumeBinding(Plugin):
             bound_ok, bound_pvs_found = self._check_bound_claims(data.bound_claims, node_name, node_labels)
 
         if data.claims_to_bind:
+            from kopf_scheduler.api.storage import ANN_SELECTED_NODE
+
             to_match: list[PersistentVolumeClaim] = []
             to_provision: list[PersistentVolumeClaim] = []
             for pvc in data.claims_to_bind:
@@ -752,6 +753,8 @@ class VolumeBinding(Plugin):
                 )
             if not pvc.is_fully_bound:
                 return False
+        from kopf_scheduler.api.storage import ANN_SELECTED_NODE
+
         for claim in pod_volumes.dynamic_provisions:
             key = claim.key
             pvc = pvcs.get(key)
