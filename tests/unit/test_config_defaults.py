@@ -129,11 +129,21 @@ def test_args_without_valid_defaults_are_still_validated() -> None:
 
 
 def test_the_way_to_the_first_bind_builds_no_validator() -> None:
-    """A fresh process that imports the runtime and builds the default engine, as ``run`` does
-    without --config, leaves every pydantic model of ours unbuilt (the profile's, the default plugins'
-    args): nothing was validated, and pydantic built no core schema on the way."""
+    """A fresh process that resolves run's flags without --config, imports the runtime and builds the
+    default engine, as ``run`` does, leaves every pydantic model of ours unbuilt (the profile's, the
+    default plugins' args): nothing was validated, pydantic built no core schema on the way, and
+    PyYAML was not imported."""
     code = textwrap.dedent(
         """
+        import argparse
+        import sys
+
+        from kopf_scheduler.cluster import run
+        from kopf_scheduler.cluster.runconfig import resolve
+
+        parser = argparse.ArgumentParser()
+        run.add_arguments(parser)
+        resolve(parser.parse_args([]))  # run without --config: the default configuration, checked
         import kopf_scheduler.cluster.runtime
         from kopf_scheduler.engine import new_engine
         from kopf_scheduler.memory_client import MemoryClusterClient
@@ -149,6 +159,7 @@ def test_the_way_to_the_first_bind_builds_no_validator() -> None:
 
         ours = [m for m in models(BaseModel) if m.__module__.startswith("kopf_scheduler")]
         assert len(ours) > 15, ours  # the profile's and the default plugins' args models
+        assert "yaml" not in sys.modules  # config reads no file on this way: PyYAML stays out
         print(sorted(f"{m.__module__}.{m.__qualname__}" for m in ours if m.__pydantic_complete__))
         """
     )

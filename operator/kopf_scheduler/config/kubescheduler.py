@@ -31,9 +31,7 @@ import copy
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from kopf_scheduler.config import features
 from kopf_scheduler.config.gotext import (
@@ -45,6 +43,9 @@ from kopf_scheduler.config.gotext import (
     is_qualified_name,
     parse_duration,
 )
+
+if TYPE_CHECKING:  # PyYAML is imported where a file is read or a document shown, not with config
+    import yaml
 
 __all__ = [
     "API_VERSION",
@@ -507,41 +508,36 @@ def decode_args(name: str, raw: Any) -> tuple[dict[str, Any] | None, str | None,
 # --- reading -------------------------------------------------------------------------------------
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML with duplicate keys refused, as sigs.k8s.io/yaml's strict unmarshal does."""
-
-    duplicates: list[str]
-
-
-def _construct_mapping(
-    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
-) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:  # go-yaml names the line where the repeated key's value starts
-            loader.duplicates.append(
-                f'  line {value_node.start_mark.line + 1}: key "{key}" already set in map'
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def read_yaml(text: str) -> Any:
-    """One YAML (or JSON) document; duplicate keys are kube-scheduler's strict-decoding error."""
-    loader = _UniqueKeyLoader(io.StringIO(text))
-    loader.duplicates = []
+    """One YAML (or JSON) document; duplicate keys are kube-scheduler's strict-decoding error.
+
+    PyYAML is imported here, not with config: the way to the first bind reads no file."""
+    import yaml
+
+    duplicates: list[str] = []
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in seen:  # go-yaml names the line where the repeated key's value starts
+                duplicates.append(f'  line {value_node.start_mark.line + 1}: key "{key}" already set in map')
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        """YAML with duplicate keys refused, as sigs.k8s.io/yaml's strict unmarshal does."""
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    loader = UniqueKeyLoader(io.StringIO(text))
     try:
         data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise ConfigError(f"yaml: {exc}") from None
     finally:
         loader.dispose()
-    if loader.duplicates:
-        raise ConfigError("strict decoding error: yaml: unmarshal errors:\n" + "\n".join(loader.duplicates))
+    if duplicates:
+        raise ConfigError("strict decoding error: yaml: unmarshal errors:\n" + "\n".join(duplicates))
     return data
 
 
@@ -553,15 +549,23 @@ def _check_type_meta(data: Any, text: str | None) -> None:
             'type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
             '"json:\\"kind,omitempty\\"" }'
         )
-    shown = text if text is not None else yaml.safe_dump(dict(data))
     if not data.get("kind"):
-        raise ConfigError(f"Object 'Kind' is missing in '{shown}'")
+        raise ConfigError(f"Object 'Kind' is missing in '{_shown(data, text)}'")
     if not data.get("apiVersion"):
-        raise ConfigError(f"Object 'apiVersion' is missing in '{shown}'")
+        raise ConfigError(f"Object 'apiVersion' is missing in '{_shown(data, text)}'")
     if data["apiVersion"] != API_VERSION or data["kind"] != KIND:
         raise ConfigError(
             f'no kind "{data["kind"]}" is registered for version "{data["apiVersion"]}"{_SCHEME}'
         )
+
+
+def _shown(data: Mapping[str, Any], text: str | None) -> str:
+    """The document as a message quotes it: the file's text, else the data as YAML."""
+    if text is not None:
+        return text
+    import yaml
+
+    return yaml.safe_dump(dict(data))
 
 
 def decode(data: Any, text: str | None = None) -> dict[str, Any]:
