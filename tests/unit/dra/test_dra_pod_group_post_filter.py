@@ -2,7 +2,10 @@
 
 The plugin's rows use real members' PreFilter and Filter in a group's cycle state; the engine's
 show when that state is absent (no member reached DynamicResources' PreFilter): the reference's
-error, wrapped by the framework, for every member and on the PodGroup.
+error, wrapped by the framework, for every member and on the PodGroup. The reference's rows not
+here need what this scheduler does not build: "disabled" (DynamicResourceAllocation is locked on),
+the PodGroup-level claim rows (DRAWorkloadResourceClaims, refused on) and the topology-aware one
+(TopologyAwareWorkloadScheduling, refused on).
 """
 
 from __future__ import annotations
