@@ -93,6 +93,10 @@ class MemoryClusterClient:
         if nominated_node is not None and nominated_node != pod.nominated_node_name:
             await self.set_nominated_node(pod, nominated_node)
 
+    async def record_skipped_deleting(self, pod: Pod) -> None:
+        msg = f"skip schedule deleting pod: {pod.key}"
+        self.events.append(RecordedEvent("Warning", "FailedScheduling", pod.key, msg))
+
     async def set_nominated_node(self, pod: Pod, node_name: str) -> None:
         if node_name:
             self.nominations[pod.key] = node_name

@@ -313,3 +313,24 @@ async def test_pod_group_views_through_the_event_handlers() -> None:
     h.delete_object("PodGroup", after)
     assert engine.cache.pod_groups.get("default", "g") is None
     assert "default/g" not in engine.cache.objects.get("PodGroup", {})
+
+
+async def test_a_member_being_deleted_is_skipped_with_the_references_event() -> None:
+    """skipPodGroupPodSchedule: a member with a deletionTimestamp leaves the group's cycle with a
+    Warning ``skip schedule deleting pod`` event (no condition); the others are placed without it."""
+    import dataclasses
+
+    engine, client = engine_with(3)
+    engine.handlers.add_object("PodGroup", pod_group("gang", 2))
+    add_members(engine, "gang", 2)
+    leaving = make_pod("gang-3", cpu="800m", scheduler_name=GANG, schedulingGroup={"podGroupName": "gang"})
+    engine.handlers.add_pod(leaving)
+    deleting = dataclasses.replace(leaving, deletion_timestamp=1.0, resource_version="2")
+    engine.handlers.update_pod(leaving, deleting)
+    await drain(engine)
+    assert sorted(client.bindings) == ["default/gang-1", "default/gang-2"]
+    skipped = [(e.type, e.reason, e.pod, e.message) for e in client.events if e.reason == "FailedScheduling"]
+    assert skipped == [
+        ("Warning", "FailedScheduling", "default/gang-3", "skip schedule deleting pod: default/gang-3")
+    ]
+    assert "default/gang-3" not in client.conditions

@@ -283,4 +283,9 @@ async def test_deleting_pod_is_skipped(seed: int) -> None:
     pod = dataclasses.replace(make_pod("p", cpu="1"), deletion_timestamp=1.0)
     queue.add(pod)
     await drain(sched)
-    assert client.bindings == {} and client.events == []
+    assert client.bindings == {} and client.conditions == {}
+    # skipPodSchedule: a Warning event and nothing else (no PodScheduled condition, not requeued).
+    assert [(e.type, e.reason, e.message) for e in client.events] == [
+        ("Warning", "FailedScheduling", f"skip schedule deleting pod: {pod.key}")
+    ]
+    assert len(queue) == 0

@@ -163,6 +163,10 @@ class KubeClusterClient:
             self._set_scheduled_false(pod, reason, message, nominated_node),
         )
 
+    async def record_skipped_deleting(self, pod: Pod) -> None:
+        note = f"skip schedule deleting pod: {pod.namespace}/{pod.name}"
+        await self._event(pod, "Warning", "FailedScheduling", "Scheduling", note)
+
     async def _set_scheduled_false(
         self, pod: Pod, reason: str, message: str, nominated_node: str | None
     ) -> None:

@@ -87,6 +87,11 @@ class ClusterClient(Protocol):
         """
         ...
 
+    async def record_skipped_deleting(self, pod: Pod) -> None:
+        """Warning ``FailedScheduling`` event ``skip schedule deleting pod: ns/name`` and nothing
+        else (no condition): a popped pod already being deleted (the reference's ``skipPodSchedule``)."""
+        ...
+
     async def set_nominated_node(self, pod: Pod, node_name: str) -> None:
         """Set (or with "" clear) ``status.nominatedNodeName``."""
         ...

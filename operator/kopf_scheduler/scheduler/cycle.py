@@ -133,6 +133,10 @@ class PodCycle(Protocol):
         """Start the binding cycle of a placed pod in the background."""
         ...
 
+    def skip_pod_schedule(self, pod: Pod) -> bool:
+        """``skipPodSchedule``: True for a pod being deleted (an event tells so) or already assumed."""
+        ...
+
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]: ...
 
     async def preempt_victim(

@@ -224,6 +224,14 @@ class Scheduler:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def skip_pod_schedule(self, pod: Pod) -> bool:
+        """``skipPodSchedule``: a pod being deleted (told in an event) or already assumed (an update
+        of it queued it again) is not scheduled; the caller marks it done in the queue."""
+        if pod.deletion_timestamp:
+            self.spawn(self.client.record_skipped_deleting(pod), f"reporting the skip of {pod.key}")
+            return True
+        return self.cache.is_assumed(pod.uid)
+
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -260,7 +268,7 @@ class Scheduler:
                 return True
             await self._pod_group_cycle.schedule(fw, members)
             return True
-        if pod.deletion_timestamp or self.cache.is_assumed(pod.uid):
+        if self.skip_pod_schedule(pod):
             self.queue.done(pod.uid)
             return True
         start = self.clock()

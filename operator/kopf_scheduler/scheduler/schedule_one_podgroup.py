@@ -61,7 +61,7 @@ POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"  # the reference's errPod
 
 
 def _natural_key(name: str) -> tuple[Any, ...]:
-    """"m-2" before "m-10": members created in the same second keep their numbering's order."""
+    """ "m-2" before "m-10": members created in the same second keep their numbering's order."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
@@ -198,7 +198,7 @@ class PodGroupCycle:
         group = groups.get(head.namespace, head.pod_group) if groups is not None else None
         members: list[QueuedPodInfo] = []
         for qpi in qpis:
-            if qpi.pod.deletion_timestamp or sched.cache.is_assumed(qpi.uid):
+            if sched.skip_pod_schedule(qpi.pod):
                 sched.queue.done(qpi.uid)
             else:
                 members.append(qpi)
@@ -324,9 +324,7 @@ class PodGroupCycle:
             # re-scored. (The reference keeps it; a freed node would stay out of its hints.)
             fw.batch.reset()
 
-    def _submit(
-        self, fw: Framework, group: PodGroup, outcomes: list[Placed], start: float
-    ) -> None:
+    def _submit(self, fw: Framework, group: PodGroup, outcomes: list[Placed], start: float) -> None:
         """The group is placed: Permit and bind its placed members, requeue the rest on their own."""
         sched = self._sched
         for qpi, state, outcome in outcomes:

@@ -246,7 +246,8 @@ async def test_a_gang_left_short_by_a_deleting_member_gets_the_references_error(
     await drain_once(engine)
     assert client.bindings == {}
     messages = {e.pod: e.message for e in client.events if e.reason == "FailedScheduling"}
-    assert messages == {"default/g-1": NOT_FOUND}
+    # The deleting member's own note is skipPodSchedule's event.
+    assert messages == {"default/g-1": NOT_FOUND, "default/g-2": "skip schedule deleting pod: default/g-2"}
     (cond,) = client.pod_group_conditions["default/g"]
     assert (cond["reason"], cond["message"]) == ("SchedulerError", NOT_FOUND)
 
