@@ -88,9 +88,30 @@ def _to_resource(rl: Mapping[str, Fraction]) -> Resource:
     return res
 
 
+# Parsed ResourceLists by their items, for lists of string quantities (a node's allocatable: most
+# nodes of a cluster have one of a few). Each caller gets a clone (Resource is mutable).
+_PARSED: dict[tuple[tuple[str, str], ...], Resource] = {}
+_PARSED_MAX = 1024
+
+
 def parse_resource_list(raw: Any, path: str) -> Resource:
-    """A ResourceList (``{"cpu": "100m", ...}``) in canonical units; negatives are rejected."""
-    return _to_resource(_parse_rlist(raw, path))
+    """A ResourceList (``{"cpu": "100m", ...}``) in canonical units; negatives are rejected.
+
+    Why the cache: parsing ~3.6 us of a node's ~6.3 us is this, for the same few lists (5,000
+    nodes listed at start-up: ~18 ms before the first cycle); a hit is a clone (~0.8 us).
+    """
+    key = None
+    if type(raw) is dict and all(type(q) is str for q in raw.values()):
+        key = tuple(raw.items())
+        found = _PARSED.get(key)
+        if found is not None:
+            return found.clone()
+    res = _to_resource(_parse_rlist(raw, path))
+    if key is not None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = res.clone()
+    return res
 
 
 def _is_scalar_resource(name: str) -> bool:
