@@ -9,6 +9,7 @@ scheduler while a gang binds loses nothing, and the gang ends whole (no partial 
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import time
@@ -274,6 +275,54 @@ def test_a_gang_turned_away_before_dynamic_resources_prefilter_errs_as_the_refer
         ref_cond = initially_scheduled(plane, namespace, "ref-nopvc", "False")
         assert ours_cond["reason"] == ref_cond["reason"] == "SchedulerError", (ours_cond, ref_cond)
         assert ours_cond["message"] == ref_cond["message"] == DRA_GROUP_STATE_NOT_FOUND
+
+
+def test_a_pod_deleted_before_its_cycle_is_skipped_in_the_references_words(
+    plane: ControlPlane,
+    namespace: str,
+    sa_kubeconfig: Path,
+    reference: subprocess.Popen[bytes],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """skipPodSchedule: a pod held by a finalizer is deleted while a scheduling gate keeps it out
+    of the queue, then ungated; both schedulers pop it, place it nowhere and tell so in one Warning
+    event, ``skip schedule deleting pod: ns/name``, with no PodScheduled condition."""
+    names = {OURS: "ours-leaving", REFERENCE: "ref-leaving"}
+    hold = '[{"op": "remove", "path": "/metadata/finalizers"}]'
+    with leading_replica(sa_kubeconfig, "gang", [namespace], "skip-d", tmp_path_factory.mktemp("skip-d")):
+        try:
+            for scheduler, name in names.items():
+                p = pod(name, namespace, scheduler)
+                p["metadata"]["finalizers"] = ["kopfscheduler.io/test-hold"]
+                p["spec"]["schedulingGates"] = [{"name": "kopfscheduler.io/test-gate"}]
+                create(plane, p)
+                plane.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
+                ungate = '[{"op": "remove", "path": "/spec/schedulingGates"}]'
+                plane.kubectl("patch", "pod", name, "-n", namespace, "--type=json", "-p", ungate)
+
+            def skipped(name: str) -> list[str] | None:
+                return [e["note"] for e in reason_events(plane, namespace, name, "FailedScheduling")] or None
+
+            notes = {
+                scheduler: wait_for(functools.partial(skipped, name), 60, what=f"FailedScheduling on {name}")
+                for scheduler, name in names.items()
+            }
+            written = {}
+            for scheduler, name in names.items():
+                assert notes[scheduler] == [f"skip schedule deleting pod: {namespace}/{name}"], notes
+                raw = get_json(plane, "pod", name, "-n", namespace)
+                assert not raw["spec"].get("nodeName")
+                written[scheduler] = [
+                    (c["status"], c.get("reason"), c.get("message"))
+                    for c in (raw.get("status") or {}).get("conditions") or []
+                    if c["type"] == "PodScheduled"
+                ]
+            # Neither wrote a condition: what is there is the apiserver's, from when the gate was on.
+            gated = [("False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")]
+            assert written[OURS] == written[REFERENCE] == gated, written
+        finally:
+            for name in names.values():
+                plane.kubectl("patch", "pod", name, "-n", namespace, "--type=json", "-p", hold)
 
 
 def test_a_gangs_claim_unavailable_where_its_member_was_tried_is_deallocated_as_the_reference(
