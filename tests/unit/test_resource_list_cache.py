@@ -35,3 +35,11 @@ def test_what_the_parse_refuses_is_refused_every_time(bad: dict[str, object]) ->
     for _ in range(2):
         with pytest.raises(ObjectError, match=r"status\.allocatable\.cpu"):
             parse_resource_list(bad, "status.allocatable")
+
+
+def test_a_bool_is_refused_after_the_number_it_equals_was_parsed() -> None:
+    """True == 1.0 and hash(True) == hash(1.0): the quantity cache must not answer True with 1.0's
+    value (a full unit run parsed a 1.0 before test_what_the_parse_refuses... and True slipped through)."""
+    parse_resource_list({"cpu": 1.0}, "status.allocatable")
+    with pytest.raises(ObjectError, match=r"status\.allocatable\.cpu"):
+        parse_resource_list({"cpu": True}, "status.allocatable")

@@ -52,13 +52,13 @@ def parse_quantity(text: str | int | float) -> Fraction:
     """Parse a quantity; raise :class:`QuantityError` naming the bad input."""
     if not isinstance(text, str | int | float):  # lists and dicts are unhashable: check before the cache
         raise QuantityError(f"quantity must be a string or a number, got {type(text).__name__}")
+    if isinstance(text, bool):  # before the cache too: True == 1 there, so a cached 1 would answer it
+        raise QuantityError(f"quantities must match the regular expression, got {text!r}")
     return _parse_quantity(text)
 
 
 @lru_cache(maxsize=4096)
 def _parse_quantity(text: str | int | float) -> Fraction:
-    if isinstance(text, bool):
-        raise QuantityError(f"quantities must match the regular expression, got {text!r}")
     if isinstance(text, int):
         return Fraction(text)
     if isinstance(text, float):
