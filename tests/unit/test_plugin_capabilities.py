@@ -151,6 +151,12 @@ class Everything(Plugin):
 
     name = "Everything"
 
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        return None
+
+    def pre_enqueue_shared_by(self, pod: Pod) -> str | None:
+        return None
+
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:

@@ -10,6 +10,7 @@ import pytest
 from kopf_scheduler.api.objects import Pod, parse_pod
 from kopf_scheduler.framework.events import (
     EVENT_NODE_ADD,
+    EVENT_UNSCHEDULED_POD_ADD,
     UPDATE_POD_OTHER,
     ActionType,
     ClusterEvent,
@@ -648,3 +649,68 @@ def test_events_with_nothing_to_move_skip_the_registration_walk(monkeypatch: pyt
     q.move_all_to_active_or_backoff(NODE_ALLOC)
     assert calls and set(calls) == {NODE_ALLOC}
     assert q.pending_pods()["unschedulable"] == 0
+
+
+class Quorum:
+    """A gang stand-in: a pod of group G waits until ``need`` pods of G have arrived; its answer
+    depends on the group alone, which it declares (``pre_enqueue_shared_by``) when ``shares``."""
+
+    name = "Quorum"
+
+    def __init__(self, need: int) -> None:
+        self.need = need
+        self.arrived: dict[str, int] = {}
+        self.asked = 0
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        self.asked += 1
+        if self.arrived.get(pod.labels["group"], 0) < self.need:
+            return Status.unresolvable("waiting for members")
+        return None
+
+
+class SharedQuorum(Quorum):
+    def pre_enqueue_shared_by(self, pod: Pod) -> str | None:
+        return pod.labels["group"]
+
+
+QUORUM_HINTS = {
+    "Quorum": [
+        ClusterEventWithHint(
+            EVENT_UNSCHEDULED_POD_ADD,
+            lambda pod, old, new: (
+                QueueingHint.QUEUE if new.labels["group"] == pod.labels["group"] else QueueingHint.QUEUE_SKIP
+            ),
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("plugin_class", "asked"),
+    [
+        (SharedQuorum, 50 + 49 + 50),  # each arrival, one waiting member an event, all at the quorum
+        (Quorum, 50 + sum(range(1, 51))),  # each arrival, then every waiting member at every event
+    ],
+)
+def test_a_shared_pre_enqueue_answer_is_asked_once_a_group_per_event(
+    plugin_class: type[Quorum], asked: int
+) -> None:
+    """Members of two groups arrive one by one, each arrival an UnscheduledPodAdd event: with the
+    answer declared shared, the waiting members of a group are asked once an event (O(members)),
+    not each of them (O(members^2)); the outcome is the same, every member active at the quorum."""
+    plugin = plugin_class(need=50)
+    q = make_queue(pre_enqueue=lambda pod: [plugin], hints=QUORUM_HINTS)
+    other = parse_pod(pod_dict("other-0", labels={"group": "other"}))
+    plugin.arrived["other"] = 1
+    q.add(other)
+    for i in range(50):
+        member = parse_pod(pod_dict(f"g-{i}", labels={"group": "g"}))
+        plugin.arrived["g"] = i + 1
+        q.add(member)
+        q.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, member)
+        active, gated = (50, 1) if i == 49 else (0, i + 2)
+        assert q.pending_pods() == {"active": active, "backoff": 0, "unschedulable": 0, "gated": gated}
+    assert plugin.asked == asked
+    info = q.get(other.uid)
+    assert info is not None and info.gated  # the other group's member was never moved

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -89,6 +89,7 @@ __all__ = [
     "PreBindPlugin",
     "PreBindPreFlightPlugin",
     "PreEnqueuePlugin",
+    "PreEnqueueSharedVerdict",
     "PreFilterExtensions",
     "PreFilterPlugin",
     "PreFilterResult",
@@ -406,6 +407,19 @@ class PreEnqueuePlugin(Protocol):
     name: str
 
     def pre_enqueue(self, pod: Pod) -> Status | None: ...
+
+
+@runtime_checkable
+class PreEnqueueSharedVerdict(Protocol):
+    """Optional on a PreEnqueue plugin: pods of one (non-None) key get the same PreEnqueue answer
+    from it while the cluster stays as it is, so one pass of the queue over its waiting pods asks it
+    once a key. Why: the reference queues a pod group as one entity that arriving members join; ours
+    queues members singly, and each arriving member of a gang re-ran PreEnqueue for every member
+    already waiting (O(members^2): 3.6 ms of CPU a pod for a gang of 1,000)."""
+
+    name: str
+
+    def pre_enqueue_shared_by(self, pod: Pod) -> Hashable | None: ...
 
 
 @runtime_checkable
@@ -758,6 +772,7 @@ CAPABILITIES: dict[type, type | None] = {
     EnqueueExtensions: None,
     SignPlugin: None,
     PlacementFeasiblePlugin: None,
+    PreEnqueueSharedVerdict: PreEnqueuePlugin,
 }
 
 

@@ -49,6 +49,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     PostFilterWithExtenders,
     PreBindPreFlightPlugin,
+    PreEnqueueSharedVerdict,
     PreFilterExtensions,
     PreFilterResult,
     ScoreExtensions,
@@ -419,6 +420,10 @@ class Framework:
             protocol.__name__: [p.name for p in plugins]
             for protocol, plugins in (
                 (PreFilterExtensions, extensions),
+                (
+                    PreEnqueueSharedVerdict,
+                    [p for p in self.pre_enqueue_plugins if isinstance(p, PreEnqueueSharedVerdict)],
+                ),
                 (VectorFilter, [p for p in filters if p.name in self._filter_vectors]),
                 (FilterStatuses, [p for p in filters if p.name in self._filter_statuses]),
                 (PostFilterWithExtenders, [p for p in post_filters if p.name in with_extenders]),

@@ -8,7 +8,7 @@ this plugin schedules pod groups in whole-group cycles (the reference's GenericW
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from kopf_scheduler.api.objects import Pod
@@ -40,7 +40,7 @@ def _as_pod_group(obj: object) -> PodGroup | None:
 
 
 class GangScheduling(Plugin):
-    """PreEnqueue, Permit, PlacementFeasible, EnqueueExtensions."""
+    """PreEnqueue (its answer shared by a group's members), Permit, PlacementFeasible, EnqueueExtensions."""
 
     name = "GangScheduling"
 
@@ -65,6 +65,10 @@ class GangScheduling(Plugin):
         if groups.all_pods_count(pod.namespace, pod.pod_group) < group.gang_min_count:
             return Status.unresolvable(WAITING_FOR_MEMBERS)
         return None
+
+    def pre_enqueue_shared_by(self, pod: Pod) -> Hashable | None:
+        """pre_enqueue reads only the pod's group: its members are answered alike."""
+        return (pod.namespace, pod.pod_group) if pod.pod_group else None
 
     # -- PlacementFeasible --
 

@@ -25,8 +25,8 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.events import (
@@ -42,7 +42,7 @@ from kopf_scheduler.framework.events import (
     match_cluster_event,
     pod_scheduling_properties_change,
 )
-from kopf_scheduler.framework.interface import Code, Status
+from kopf_scheduler.framework.interface import Code, PreEnqueueSharedVerdict, Status, implements
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
 from kopf_scheduler.queue.heap import Heap
@@ -145,6 +145,7 @@ class PriorityQueue:
         self._in_flight = InFlight()
         self._seen_rejectors: set[str] = set()
         self._interest: dict[tuple[ClusterEvent, int], bool] = {}
+        self._shares_verdict: dict[type, bool] = {}  # plugin class -> PreEnqueueSharedVerdict
 
         self._closed = False
         self._wakeup = asyncio.Event()
@@ -661,6 +662,25 @@ class PriorityQueue:
         pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
         self._move_pods(pods, event, old, new)
 
+    def _shared_verdict(self, qpi: QueuedPodInfo) -> tuple[str, Hashable] | None:
+        """The gating plugin and the key its PreEnqueue answers alike for, when it declares one and
+        a gated pod goes through PreEnqueue whichever queue it is moved to (SchedulerPopFromBackoffQ)."""
+        if not self.pop_from_backoff or self.pre_enqueue is None:
+            return None
+        name = qpi.gating_plugin
+        for plugin in self.pre_enqueue(qpi.pod):
+            if plugin.name != name:
+                continue
+            cls = type(plugin)
+            shares = self._shares_verdict.get(cls)
+            if shares is None:
+                shares = self._shares_verdict[cls] = implements(cls, PreEnqueueSharedVerdict)
+            if not shares:
+                return None
+            key = cast(PreEnqueueSharedVerdict, plugin).pre_enqueue_shared_by(qpi.pod)
+            return None if key is None else (name, key)
+        return None
+
     def _nothing_to_move(self) -> bool:
         """No pool pod could move and no in-flight pod could need the event replayed.
 
@@ -674,8 +694,16 @@ class PriorityQueue:
         if not self.is_event_of_interest(event):
             return
         activated = False
+        # (gating plugin, its key) whose PreEnqueue gated a pod again in this pass: another gated
+        # pod of that key would be gated again alike (PreEnqueueSharedVerdict; PreEnqueue runs the
+        # gating plugin first, on the way to backoffQ too), so it stays where it is, untouched.
+        regated: set[tuple[str, Hashable]] = set()
         for qpi in pods:
+            shared = None
             if qpi.gated:
+                shared = self._shared_verdict(qpi)
+                if shared is not None and shared in regated:
+                    continue
                 hints = self._hints_for(qpi.pod)
                 gating_regs = self._registrations(hints, qpi.gating_plugin)
                 if not any(match_cluster_event(reg.event, event) for reg in gating_regs):
@@ -686,6 +714,8 @@ class PriorityQueue:
             self._pool_remove(qpi.uid)
             if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
+            elif shared is not None and qpi.gated and qpi.gating_plugin == shared[0]:
+                regated.add(shared)
         self._in_flight.record(event, old, new)
         if activated:
             self._broadcast()
