@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from kopf_scheduler.api.objects import Node, Pod
@@ -192,6 +192,8 @@ class QueuedPodInfo:
     unschedulable_plugins: set[str] = field(default_factory=set)
     pending_plugins: set[str] = field(default_factory=set)
     gating_plugin: str = ""
+    # (gating plugin, its key) when that plugin answers a key's pods alike (PreEnqueueSharedVerdict)
+    gate_key: tuple[str, Hashable] | None = None
     unschedulable_count: int = 0
     consecutive_errors_count: int = 0
     backoff_expiration: float | None = None

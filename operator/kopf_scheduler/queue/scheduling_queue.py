@@ -42,7 +42,13 @@ from kopf_scheduler.framework.events import (
     match_cluster_event,
     pod_scheduling_properties_change,
 )
-from kopf_scheduler.framework.interface import Code, PreEnqueueSharedVerdict, Status, implements
+from kopf_scheduler.framework.interface import (
+    Code,
+    PreEnqueuePlugin,
+    PreEnqueueSharedVerdict,
+    Status,
+    implements,
+)
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
 from kopf_scheduler.queue.heap import Heap
@@ -215,6 +221,7 @@ class PriorityQueue:
         plugins = list(self.pre_enqueue(qpi.pod)) if self.pre_enqueue is not None else []
         if not plugins:
             qpi.gating_plugin = ""
+            qpi.gate_key = None
             return
         if qpi.gating_plugin:
             plugins.sort(key=lambda pl: pl.name != qpi.gating_plugin)
@@ -237,9 +244,11 @@ class PriorityQueue:
                 metrics.unschedulable_reason(name, qpi.pod.scheduler_name, 1)
             qpi.unschedulable_plugins.add(name)
             qpi.gating_plugin = name
+            qpi.gate_key = self._gate_key(plugin, qpi.pod)
             self._seen_rejectors.add(name)
             return
         qpi.gating_plugin = ""
+        qpi.gate_key = None
 
     # -- pool helpers --
 
@@ -662,24 +671,22 @@ class PriorityQueue:
         pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
         self._move_pods(pods, event, old, new)
 
-    def _shared_verdict(self, qpi: QueuedPodInfo) -> tuple[str, Hashable] | None:
-        """The gating plugin and the key its PreEnqueue answers alike for, when it declares one and
-        a gated pod goes through PreEnqueue whichever queue it is moved to (SchedulerPopFromBackoffQ)."""
-        if not self.pop_from_backoff or self.pre_enqueue is None:
+    def _gate_key(self, plugin: PreEnqueuePlugin, pod: Pod) -> tuple[str, Hashable] | None:
+        """The gating plugin and the key its PreEnqueue answers alike for, when it declares one
+        (PreEnqueueSharedVerdict, resolved once a class)."""
+        cls = type(plugin)
+        shares = self._shares_verdict.get(cls)
+        if shares is None:
+            shares = self._shares_verdict[cls] = implements(cls, PreEnqueueSharedVerdict)
+        if not shares:
             return None
-        name = qpi.gating_plugin
-        for plugin in self.pre_enqueue(qpi.pod):
-            if plugin.name != name:
-                continue
-            cls = type(plugin)
-            shares = self._shares_verdict.get(cls)
-            if shares is None:
-                shares = self._shares_verdict[cls] = implements(cls, PreEnqueueSharedVerdict)
-            if not shares:
-                return None
-            key = cast(PreEnqueueSharedVerdict, plugin).pre_enqueue_shared_by(qpi.pod)
-            return None if key is None else (name, key)
-        return None
+        key = cast(PreEnqueueSharedVerdict, plugin).pre_enqueue_shared_by(pod)
+        return None if key is None else (plugin.name, key)
+
+    def _shared_verdict(self, qpi: QueuedPodInfo) -> tuple[str, Hashable] | None:
+        """``gate_key`` when every way out of the pool runs the gating plugin first (with
+        SchedulerPopFromBackoffQ, the default, the way to backoffQ runs PreEnqueue too)."""
+        return qpi.gate_key if self.pop_from_backoff else None
 
     def _nothing_to_move(self) -> bool:
         """No pool pod could move and no in-flight pod could need the event replayed.
