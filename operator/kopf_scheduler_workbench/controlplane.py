@@ -151,6 +151,7 @@ class ControlPlane:
         controllers: bool = False,
         workloads: bool = False,
         apiserver_args: Sequence[str] = (),
+        controller_qps: float | None = None,
     ) -> None:
         self.bin_path = binary or build()
         self._own_workdir = workdir is None
@@ -164,6 +165,8 @@ class ControlPlane:
         self.controllers = controllers
         self.workloads = workloads
         self.apiserver_args = list(apiserver_args)
+        # kube-controller-manager's client QPS and burst (None: its defaults, 20 and 30).
+        self.controller_qps = controller_qps
         self.controller_token = hashlib.sha256(os.urandom(32)).hexdigest()
         self.kubeconfig = self.workdir / "admin.kubeconfig"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -324,29 +327,30 @@ class ControlPlane:
 
         Node lifecycle is off: no kubelet heartbeats here, so it would taint every node unreachable.
         """
-        certs = self.workdir / "certs"
         config = self.workdir / "controller-manager.kubeconfig"
         config.write_text(
             _kubeconfig(self.server, CONTROLLER_MANAGER_USER, self.controller_token, self.ca_pem)
         )
-        self._spawn(
+        self._spawn("kube-controller-manager", self.controller_manager_args(config))
+
+    def controller_manager_args(self, config: Path) -> list[str]:
+        certs, qps = self.workdir / "certs", self.controller_qps
+        return [
             "kube-controller-manager",
-            [
-                "kube-controller-manager",
-                f"--kubeconfig={config}",
-                f"--authentication-kubeconfig={config}",
-                f"--authorization-kubeconfig={config}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={certs / 'sa.key'}",
-                f"--root-ca-file={certs / 'ca.crt'}",
-                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
-                "--leader-elect=false",
-                *([f"--feature-gates={self.feature_gates()}"] if self.workloads else []),
-                "--v=0",
-            ],
-        )
+            f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={certs / 'sa.key'}",
+            f"--root-ca-file={certs / 'ca.crt'}",
+            "--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
+            "--leader-elect=false",
+            *([f"--feature-gates={self.feature_gates()}"] if self.workloads else []),
+            *([f"--kube-api-qps={qps:g}", f"--kube-api-burst={int(qps)}"] if qps else []),
+            "--v=0",
+        ]
 
     def wait_controllers(self, timeout: float = 120.0) -> None:
         """Until the ServiceAccount controller has made ``default`` in ``default`` (controllers run)."""

@@ -13,6 +13,7 @@ import pytest
 
 from kopf_scheduler_workbench.bench import runner
 from kopf_scheduler_workbench.bench.workloads import perf_workloads, workloads
+from kopf_scheduler_workbench.controlplane import ControlPlane
 
 GANG = "podgroup/gangscheduling/performance-config.yaml"
 CASES = {  # name -> its config file under scheduler_perf/
@@ -123,3 +124,13 @@ def test_runner_takes_perf_scale_factor_and_repeats() -> None:
     runner.add_arguments(parser)
     args = parser.parse_args(["--scale", "perf", "--perf-factor", "0.02", "--repeats", "3"])
     assert (args.scale, args.perf_factor, args.repeat) == ("perf", 0.02, 3)
+
+
+def test_the_claim_controller_is_not_throttled_where_a_workload_needs_it(tmp_path: Path) -> None:
+    """scheduler_perf's claim controller is in-process and unthrottled: kube-controller-manager's
+    client at its default QPS 20 made ~10 claims a second and paced every scheduler alike."""
+    stock = ControlPlane(tmp_path / "kcp", tmp_path / "a").controller_manager_args(tmp_path / "c")
+    assert not [a for a in stock if a.startswith("--kube-api-")]
+    raised = ControlPlane(tmp_path / "kcp", tmp_path / "b", controller_qps=5000.0)
+    args = raised.controller_manager_args(tmp_path / "c")
+    assert "--kube-api-qps=5000" in args and "--kube-api-burst=5000" in args
