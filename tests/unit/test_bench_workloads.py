@@ -134,3 +134,9 @@ def test_the_claim_controller_is_not_throttled_where_a_workload_needs_it(tmp_pat
     raised = ControlPlane(tmp_path / "kcp", tmp_path / "b", controller_qps=5000.0)
     args = raised.controller_manager_args(tmp_path / "c")
     assert "--kube-api-qps=5000" in args and "--kube-api-burst=5000" in args
+
+
+def test_the_gang_arrival_micro_benchmark_binds_every_member() -> None:
+    from kopf_scheduler_workbench.bench import gang_arrival
+
+    assert gang_arrival.bench(nodes=20, gangs=2, size=10) > 0  # raises unless all 20 are bound
