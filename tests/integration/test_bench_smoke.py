@@ -60,3 +60,19 @@ def test_bench_smoke(tmp_path: Path) -> None:
         else:
             assert events["posted_by_end"] >= 20 and events["seconds_after_last_bind"] is not None, events
         assert Path(result["apiserver_profile"]).stat().st_size > 0
+
+
+def test_event_cost_smoke() -> None:
+    """bench.eventcost on a real apiserver, a few events a variant: every variant is answered 201
+    (protobuf answers included) and the apiserver's CPU is read for each."""
+    import asyncio
+
+    from kopf_scheduler_workbench.bench import eventcost
+    from kopf_scheduler_workbench.controlplane import running_control_plane
+
+    with running_control_plane() as plane:
+        results = asyncio.run(eventcost.measure(plane, events=20, rounds=1, concurrency=4))
+    assert set(results) == set(eventcost.VARIANTS)
+    for runs in results.values():
+        ((apiserver_us, etcd_us, rate),) = runs
+        assert apiserver_us >= 0 and etcd_us >= 0 and rate > 0
