@@ -121,6 +121,7 @@ async def _exercise(api: RecordingApi, plane: ControlPlane, ns: str, tag: str) -
     await call("record_scheduled", bindee, node_name)
     for _ in range(2):  # the second is the event series' PATCH
         await call("record_failed", preemptor, "Unschedulable", "0/1 nodes are available.", node_name)
+    await call("record_skipped_deleting", preemptor)  # skipPodSchedule's event: a POST of events
     await call("set_nominated_node", _fetch(plane, ns, "preemptor"), "")
     await call("evict", victim, preemptor, "preempting")
     # PodGroups are served only with GenericWorkload on (not this plane): the request is made all the same.
