@@ -480,7 +480,7 @@ class DynamicResources(Plugin):
             return None, Status(Code.ERROR, STATE_NOT_FOUND)
         if not s.claims:
             return None, Status(Code.UNSCHEDULABLE)  # no claims to deallocate: let preemption try
-        return None, self._deallocate_or_delete(pod, s)[1]
+        return None, self._deallocate_or_delete(pod, s)
 
     def pod_group_post_filter(
         self, state: CycleState, group: PodGroup, members: Sequence[Pod], simulation: PodGroupSimulation
@@ -503,10 +503,10 @@ class DynamicResources(Plugin):
                 self._deallocate_or_delete(pod, s)
         return None, Status(Code.UNSCHEDULABLE, GROUP_CLAIMS_RELEASED)
 
-    def _deallocate_or_delete(self, pod: Pod, s: _StateData) -> tuple[bool, Status]:
+    def _deallocate_or_delete(self, pod: Pod, s: _StateData) -> Status:
         """``deallocateOrDeletePodClaims``: deallocate one claim of the pod unavailable where it
-        was tried (reserved for nobody else), else delete its extended-resource claim; whether it
-        found one, and the status saying so."""
+        was tried (reserved for nobody else), else delete its extended-resource claim; the status
+        says which it did."""
         for index in sorted(s.unavailable):
             claim = s.claims[index]
             if index == s.extended_index:
@@ -518,15 +518,15 @@ class DynamicResources(Plugin):
 
                 new = dataclasses.replace(claim, status=ResourceClaimStatus())
                 self._background(self._update_status(new), f"deallocate ResourceClaim {_kobj(claim)}")
-                return True, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
+                return Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
         if s.extended_index is not None:
             extended_claim = s.claims[s.extended_index]
             if extended_claim.metadata.name != SPECIAL_NAME:
                 self._background(
                     self._delete_claim(extended_claim), f"delete ResourceClaim {_kobj(extended_claim)}"
                 )
-                return True, Status(Code.UNSCHEDULABLE, "deletion of ResourceClaim completed")
-        return False, Status(Code.UNSCHEDULABLE)
+                return Status(Code.UNSCHEDULABLE, "deletion of ResourceClaim completed")
+        return Status(Code.UNSCHEDULABLE)
 
     def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> tuple[int, Status | None]:
         s = state.get(STATE_KEY)
