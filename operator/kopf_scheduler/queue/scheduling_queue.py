@@ -26,7 +26,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.framework.events import (
@@ -42,13 +42,7 @@ from kopf_scheduler.framework.events import (
     match_cluster_event,
     pod_scheduling_properties_change,
 )
-from kopf_scheduler.framework.interface import (
-    Code,
-    PreEnqueuePlugin,
-    PreEnqueueSharedVerdict,
-    Status,
-    implements,
-)
+from kopf_scheduler.framework.interface import Code, PreEnqueuePlugin, PreEnqueueSharedVerdict, Status
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
 from kopf_scheduler.queue.heap import Heap
@@ -151,7 +145,6 @@ class PriorityQueue:
         self._in_flight = InFlight()
         self._seen_rejectors: set[str] = set()
         self._interest: dict[tuple[ClusterEvent, int], bool] = {}
-        self._shares_verdict: dict[type, bool] = {}  # plugin class -> PreEnqueueSharedVerdict
 
         self._closed = False
         self._wakeup = asyncio.Event()
@@ -671,16 +664,13 @@ class PriorityQueue:
         pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
         self._move_pods(pods, event, old, new)
 
-    def _gate_key(self, plugin: PreEnqueuePlugin, pod: Pod) -> tuple[str, Hashable] | None:
+    @staticmethod
+    def _gate_key(plugin: PreEnqueuePlugin, pod: Pod) -> tuple[str, Hashable] | None:
         """The gating plugin and the key its PreEnqueue answers alike for, when it declares one
-        (PreEnqueueSharedVerdict, resolved once a class)."""
-        cls = type(plugin)
-        shares = self._shares_verdict.get(cls)
-        if shares is None:
-            shares = self._shares_verdict[cls] = implements(cls, PreEnqueueSharedVerdict)
-        if not shares:
+        (the same check as ``Framework.capabilities``; asked only when the plugin gates a pod)."""
+        if not isinstance(plugin, PreEnqueueSharedVerdict):
             return None
-        key = cast(PreEnqueueSharedVerdict, plugin).pre_enqueue_shared_by(pod)
+        key = plugin.pre_enqueue_shared_by(pod)
         return None if key is None else (plugin.name, key)
 
     def _shared_verdict(self, qpi: QueuedPodInfo) -> tuple[str, Hashable] | None:
@@ -721,7 +711,7 @@ class PriorityQueue:
             self._pool_remove(qpi.uid)
             if self._requeue(qpi, strategy, event.label, from_pool=True) == ACTIVE_Q:
                 activated = True
-            elif shared is not None and qpi.gated and qpi.gating_plugin == shared[0]:
+            elif shared is not None and qpi.gate_key == shared:  # gated again, alike
                 regated.add(shared)
         self._in_flight.record(event, old, new)
         if activated:
