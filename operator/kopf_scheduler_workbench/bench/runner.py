@@ -86,7 +86,7 @@ SCHEDULERS: dict[str, SchedulerSpec] = {
     # kube-scheduler writes (asked for by name; not in the default set).
     "raw-bind-events": SchedulerSpec("raw-bind-events", "raw-bind-events"),
 }
-DEFAULT_SCHEDULERS = ("ours", "ours-unbatched", "ours-baseline", "reference", "raw-bind")
+DEFAULT_SCHEDULERS = tuple(key for key in SCHEDULERS if key != "raw-bind-events")
 
 
 def _reference_config(plane: ControlPlane, qps: float, workload: Workload | None) -> Path:
@@ -167,7 +167,7 @@ def scheduler_command(
     env["KOPF_SCHEDULER_BENCH_TOKEN"] = plane.admin_token
     cmd = [sys.executable, "-m", "kopf_scheduler_workbench.bench.rawbind", "--server", plane.server,
            "--scheduler-name", spec.scheduler_name, "--max-seconds", "3600"]  # fmt: skip
-    if spec.key == "raw-bind-events":
+    if spec.posts_events:  # raw-bind-events
         cmd.append("--events")
     return cmd, env
 
