@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.cache.cache import Cache
+from kopf_scheduler.config import features as feature_gates
 from kopf_scheduler.config.profile import SchedulerProfileSpec
 from kopf_scheduler.dra.manager import DraManager
 from kopf_scheduler.eventhandlers import EventHandlers
@@ -91,6 +92,7 @@ def new_engine(
         max_backoff=pod_max_backoff,
         nominator=Nominator(),
         metrics=recorder,
+        pre_queueing_hints=feature_gates.current().enabled("SchedulerPreQueueingHints"),
     )
     store = objects if objects is not None else cache.objects
     services = FrameworkServices(

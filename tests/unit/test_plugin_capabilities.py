@@ -18,6 +18,7 @@ from kopf_scheduler.framework.extender import Extender
 from kopf_scheduler.framework.interface import (
     CAPABILITIES,
     EXTENSION_POINT_PROTOCOLS,
+    ClusterEvent,
     ClusterEventWithHint,
     CycleState,
     FilterPlugin,
@@ -27,6 +28,7 @@ from kopf_scheduler.framework.interface import (
     PodGroupSimulation,
     PostFilterResult,
     PreFilterResult,
+    PreQueueingHintResult,
     SignFragments,
     Status,
     VectorFilter,
@@ -211,6 +213,12 @@ class Everything(Plugin):
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return []
 
+    def pre_queueing_keys(self, pod: Pod) -> list[str]:
+        return []
+
+    def pre_queueing_hint(self, event: ClusterEvent, old: Any, new: Any) -> PreQueueingHintResult | None:
+        return None
+
     def sign(self, pod: Pod) -> tuple[SignFragments, Status | None]:
         return (), None
 
@@ -251,3 +259,4 @@ def test_the_default_profiles_capabilities() -> None:
     assert {"InterPodAffinity", "PodTopologySpread"} <= set(caps["PreFilterExtensions"])
     assert caps["PostFilterWithExtenders"] == ["DefaultPreemption"]
     assert caps["AsyncPreemptionPlugin"] == ["DefaultPreemption"]
+    assert caps["PreQueueingHints"] == ["DynamicResources"]

@@ -92,6 +92,9 @@ IMPLEMENTED: Mapping[str, str] = MappingProxyType(
         "DRADeviceTaints": "DRA device taints and tolerations",
         "DRAConsumableCapacity": "DRA devices shared by capacity (allowMultipleAllocations)",
         "DRADeviceBindingConditions": "DRA devices with binding conditions (PreBind waits for them)",
+        "SchedulerPreQueueingHints": "the queue narrows a cluster event to the pods a plugin's "
+        "PreQueueingHint names (DynamicResources: a claim's pods), counted in "
+        "pre_queueing_hint_evaluations_total",
     }
 )
 

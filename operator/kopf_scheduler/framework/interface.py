@@ -93,6 +93,8 @@ __all__ = [
     "PreFilterExtensions",
     "PreFilterPlugin",
     "PreFilterResult",
+    "PreQueueingHintResult",
+    "PreQueueingHints",
     "PreScorePlugin",
     "ProposedAssignment",
     "QueueSortPlugin",
@@ -436,6 +438,36 @@ class EnqueueExtensions(Protocol):
     def events_to_register(self) -> Iterable[ClusterEventWithHint]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class PreQueueingHintResult:
+    """A PreQueueingHint's answer (``fwk.PreQueueingHintResult``): ``all_pods`` (it cannot narrow
+    the event), else ``keys``: the index keys (:meth:`PreQueueingHints.pre_queueing_keys`) of the
+    only waiting pods the event may concern."""
+
+    keys: frozenset[Hashable] = frozenset()
+    all_pods: bool = False
+
+
+@runtime_checkable
+class PreQueueingHints(Protocol):
+    """Optional on a plugin with EnqueueExtensions: the reference's ``PreQueueingHintFn`` and the
+    pod index it reads. ``pre_queueing_keys`` is the index function (the reference's informer
+    indexer; the queue keeps the index of its waiting pods current as they come, change and go);
+    ``pre_queueing_hint`` names the keys of the pods an event may concern, ``all_pods``, or None
+    for an event it has no PreQueueingHint for.
+
+    The contract that makes it a pure cost change: for an event it narrows, this plugin's
+    QueueingHint answers QueueSkip for every waiting pod none of whose keys it named. Why: without
+    it every event walks every waiting pod's hints (O(pods) an event); DynamicResources' claim
+    events, several a pod, made SchedulingWithResourceClaimTemplate O(pods^2) (issue 30)."""
+
+    name: str
+
+    def pre_queueing_keys(self, pod: Pod) -> Iterable[Hashable]: ...
+
+    def pre_queueing_hint(self, event: ClusterEvent, old: Any, new: Any) -> PreQueueingHintResult | None: ...
+
+
 @runtime_checkable
 class PreFilterPlugin(Protocol):
     name: str
@@ -773,6 +805,7 @@ CAPABILITIES: dict[type, type | None] = {
     SignPlugin: None,
     PlacementFeasiblePlugin: None,
     PreEnqueueSharedVerdict: PreEnqueuePlugin,
+    PreQueueingHints: None,
 }
 
 

@@ -52,6 +52,7 @@ from kopf_scheduler.framework.interface import (
     PreEnqueueSharedVerdict,
     PreFilterExtensions,
     PreFilterResult,
+    PreQueueingHints,
     ScoreExtensions,
     SignFragments,
     SignPlugin,
@@ -401,6 +402,13 @@ class Framework:
         # Not extension points of the profile API: enabled plugins that implement them take part.
         enabled = [self.plugins[n] for n in resolved.names]
         self._enqueue_extensions = {p.name: p for p in enabled if isinstance(p, EnqueueExtensions)}
+        # The queue asks these to narrow an event to the waiting pods it may concern (and indexes its
+        # pool by their keys): the reference's PreQueueingHintFns, taken with the plugin's events.
+        self.pre_queueing_hints: dict[str, PreQueueingHints] = {
+            p.name: p
+            for p in enabled
+            if isinstance(p, PreQueueingHints) and p.name in self._enqueue_extensions
+        }
         self.placement_feasible_plugins = [p for p in enabled if isinstance(p, PlacementFeasiblePlugin)]
         self.pod_group_post_filter_plugins = [p for p in enabled if isinstance(p, PodGroupPostFilterPlugin)]
         self.async_pod_group_preemption_plugins = [
@@ -432,6 +440,7 @@ class Framework:
                 (ScoreExtensions, [p for p in scores if p.name in self._normalizers]),
                 (PreBindPreFlightPlugin, self._pre_flight_plugins),
                 (EnqueueExtensions, list(self._enqueue_extensions.values())),
+                (PreQueueingHints, list(self.pre_queueing_hints.values())),
                 (SignPlugin, self._sign_plugins),
                 (PlacementFeasiblePlugin, self.placement_feasible_plugins),
                 (PodGroupPostFilterPlugin, self.pod_group_post_filter_plugins),

@@ -334,6 +334,14 @@ class PrometheusMetrics:
             [],
             _ATTEMPT_BUCKETS,
         )
+        self.pre_queueing_hint_evaluations = Counter(
+            "scheduler_pre_queueing_hint_evaluations_total",
+            _alpha(
+                "Number of PreQueueingHint evaluations, labeled by plugin and result (all_pods or narrowed)."
+            ),
+            ["plugin", "result"],
+            registry=reg,
+        )
         self.batch_attempts = Counter(
             "scheduler_batch_attempts_total",
             _alpha("Counts of results when we attempt to use batching."),
@@ -461,6 +469,9 @@ class PrometheusMetrics:
         if child is None:
             child = self._incoming_children[key] = self.queue_incoming_pods.labels(queue, event)
         child.inc()
+
+    def pre_queueing_hint(self, plugin: str, result: str) -> None:
+        self.pre_queueing_hint_evaluations.labels(plugin, result).inc()
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
         key = (plugin, profile)

@@ -160,6 +160,10 @@ class MetricsRecorder(Protocol):
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
         """unschedulable_pods: queued pods a plugin rejected (up when queued, down when popped)."""
 
+    def pre_queueing_hint(self, plugin: str, result: str) -> None:
+        """pre_queueing_hint_evaluations_total: a PreQueueingHint asked (SchedulerPreQueueingHints
+        on), ``result`` all_pods or narrowed."""
+
     # -- pod groups (schedule_one_podgroup.go; ALPHA there) --
 
     def pod_group_attempt(self, result: str, profile: str, seconds: float) -> None:
@@ -232,6 +236,9 @@ class NoopMetrics:
         pass
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
+        pass
+
+    def pre_queueing_hint(self, plugin: str, result: str) -> None:
         pass
 
     def pod_group_attempt(self, result: str, profile: str, seconds: float) -> None:

@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.framework.events import ClusterEvent, ClusterEventWithHint
-    from kopf_scheduler.framework.interface import PodNominator, PreEnqueuePlugin
+    from kopf_scheduler.framework.interface import PodNominator, PreEnqueuePlugin, PreQueueingHints
     from kopf_scheduler.framework.types import QueuedPodInfo
 
-__all__ = ["HintsMap", "LessFn", "PreEnqueueCheck", "PreEnqueueFn", "SchedulingQueue"]
+__all__ = ["HintsMap", "LessFn", "PreEnqueueCheck", "PreEnqueueFn", "PreQueueingHintsFn", "SchedulingQueue"]
 
 # plugin name -> the events it registered (with their hints)
 HintsMap = Mapping[str, "Sequence[ClusterEventWithHint]"]
 # a pod -> its profile's PreEnqueue plugins
 PreEnqueueFn = Callable[["Pod"], "Sequence[PreEnqueuePlugin]"]
+# a pod -> its profile's plugins with PreQueueingHints, by name
+PreQueueingHintsFn = Callable[["Pod"], "Mapping[str, PreQueueingHints]"]
 # which pool pods an event may move at all (e.g. lower-priority ones after a nomination changes)
 PreEnqueueCheck = Callable[["Pod"], bool]
 LessFn = Callable[["QueuedPodInfo", "QueuedPodInfo"], bool]
@@ -47,6 +49,12 @@ class SchedulingQueue(Protocol):
     ) -> None: ...
 
     def set_less(self, less: LessFn) -> None: ...
+
+    def set_pre_queueing_hints(
+        self,
+        plugins: PreQueueingHintsFn | None,
+        profiles: Iterable[tuple[HintsMap, Mapping[str, PreQueueingHints]]] = (),
+    ) -> None: ...
 
     # -- unscheduled pods from the event handlers --
 

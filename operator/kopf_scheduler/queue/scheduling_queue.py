@@ -9,7 +9,9 @@ Three places a pending pod can be:
 - the unschedulable pool: pods rejected by plugins, or gated by PreEnqueue plugins. A cluster event
   moves a pod out only if one of the plugins that rejected it registered that event and that
   plugin's QueueingHint says Queue; ``flush_unschedulable_left_over`` retries pods stuck there for
-  longer than ``max_unschedulable_duration``.
+  longer than ``max_unschedulable_duration``. A plugin with a PreQueueingHint (``PreQueueingHints``:
+  DynamicResources for claim events) names the pool pods an event may concern, from an index of
+  the pool by its keys, so that event asks the hints of those pods only (``_narrow``).
 
 Events that arrive while a pod is being scheduled ("in flight", between ``pop`` and ``done``) are
 recorded (``in_flight.InFlight``) and replayed against the pod when it comes back through
@@ -42,12 +44,19 @@ from kopf_scheduler.framework.events import (
     match_cluster_event,
     pod_scheduling_properties_change,
 )
-from kopf_scheduler.framework.interface import Code, PreEnqueuePlugin, PreEnqueueSharedVerdict, Status
+from kopf_scheduler.framework.interface import (
+    Code,
+    PreEnqueuePlugin,
+    PreEnqueueSharedVerdict,
+    PreQueueingHintResult,
+    PreQueueingHints,
+    Status,
+)
 from kopf_scheduler.framework.types import QueuedPodInfo
 from kopf_scheduler.metrics.recorder import PRE_ENQUEUE, SUCCESS, MetricsRecorder, NoopMetrics, code_label
 from kopf_scheduler.queue.heap import Heap
 from kopf_scheduler.queue.in_flight import InFlight
-from kopf_scheduler.queue.interface import HintsMap, PreEnqueueCheck, PreEnqueueFn
+from kopf_scheduler.queue.interface import HintsMap, PreEnqueueCheck, PreEnqueueFn, PreQueueingHintsFn
 from kopf_scheduler.queue.nominator import Nominator
 
 __all__ = [
@@ -75,6 +84,11 @@ POP_FROM_BACKOFF_Q = "PopFromBackoffQ"
 
 _WILDCARD_REGISTRATION = (ClusterEventWithHint(WILDCARD_EVENT),)
 
+PRE_QUEUEING_ALL_PODS = "all_pods"
+PRE_QUEUEING_NARROWED = "narrowed"
+
+# A PreQueueingHint's narrowing of one event: plugin name -> uids of the pool pods it named.
+Narrowing = dict[str, set[str]]
 
 
 class QueueingStrategy(enum.IntEnum):
@@ -123,6 +137,7 @@ class PriorityQueue:
         nominator: Nominator | None = None,
         pop_from_backoff: bool = True,
         metrics: MetricsRecorder | None = None,
+        pre_queueing_hints: bool = False,
     ) -> None:
         self.clock = clock
         self.metrics: MetricsRecorder = metrics if metrics is not None else NoopMetrics()
@@ -149,6 +164,18 @@ class PriorityQueue:
         self._closed = False
         self._wakeup = asyncio.Event()
 
+        # PreQueueingHints (see _narrow): the gate SchedulerPreQueueingHints, each pod's profile's
+        # plugins with the capability, every profile's (hints, those plugins), and the pool indexed
+        # by their keys as the reference's pod informer is by DynamicResources' indexer:
+        # (plugin, key) -> pool uids.
+        self.pre_queueing_hints_enabled = pre_queueing_hints
+        self._pre_hints: PreQueueingHintsFn | None = None
+        self._pre_hint_profiles: list[tuple[HintsMap, Mapping[str, PreQueueingHints]]] = []
+        self._pool_index: dict[tuple[str, Hashable], dict[str, None]] = {}
+        self._pool_keys: dict[str, list[tuple[str, Hashable]]] = {}
+        self._unindexed: dict[str, None] = {}  # pool pods whose keys could not be had: always asked
+        self._narrowable: dict[tuple[ClusterEvent, int], tuple[bool, frozenset[str]]] = {}
+
     # -- configuration --
 
     def set_pre_enqueue(self, pre_enqueue: PreEnqueueFn | None) -> None:
@@ -164,6 +191,24 @@ class PriorityQueue:
         self.hints = hints
         self._all_hints = list(all_profiles) if all_profiles is not None else None
         self._interest.clear()
+        self._narrowable.clear()
+
+    def set_pre_queueing_hints(
+        self,
+        plugins: PreQueueingHintsFn | None,
+        profiles: Iterable[tuple[HintsMap, Mapping[str, PreQueueingHints]]] = (),
+    ) -> None:
+        """``plugins`` maps a pod to its profile's PreQueueingHints plugins (whose keys index it in
+        the pool); ``profiles`` is every profile's hints with those plugins (what an event asks).
+        The pool is indexed anew."""
+        self._pre_hints = plugins
+        self._pre_hint_profiles = [(h, p) for h, p in profiles if p]
+        self._narrowable.clear()
+        self._pool_index.clear()
+        self._pool_keys.clear()
+        self._unindexed.clear()
+        for qpi in self._unschedulable.values():
+            self._index(qpi)
 
     def set_less(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
         """Swap the QueueSort function (all profiles share it); re-heapifies activeQ."""
@@ -250,6 +295,7 @@ class PriorityQueue:
         if event is not None and qpi.uid not in self._unschedulable:
             self.metrics.queue_incoming(UNSCHEDULABLE_Q, event)
         self._unschedulable[qpi.uid] = qpi
+        self._index(qpi)
         if qpi.gated:
             self._gated.add(qpi.uid)
         else:
@@ -257,7 +303,42 @@ class PriorityQueue:
 
     def _pool_remove(self, uid: str) -> QueuedPodInfo | None:
         self._gated.discard(uid)
+        self._unindex(uid)
         return self._unschedulable.pop(uid, None)
+
+    def _index(self, qpi: QueuedPodInfo) -> None:
+        """(Re)index a pool pod under its profile's PreQueueingHints keys (a pod's claims change
+        while it waits: the index follows every put and every update)."""
+        if self._pre_hints is None:
+            return
+        uid = qpi.uid
+        self._unindex(uid)
+        keys: list[tuple[str, Hashable]] = []
+        try:
+            for name, plugin in self._pre_hints(qpi.pod).items():
+                keys.extend((name, key) for key in plugin.pre_queueing_keys(qpi.pod))
+        except Exception:
+            log.exception("PreQueueingHints keys failed for pod %s; it is asked on every event", qpi.pod.key)
+            self._unindexed[uid] = None
+            return
+        if keys:
+            self._pool_keys[uid] = keys
+            index = self._pool_index
+            for key in keys:
+                index.setdefault(key, {})[uid] = None
+
+    def _unindex(self, uid: str) -> None:
+        self._unindexed.pop(uid, None)
+        keys = self._pool_keys.pop(uid, None)
+        if keys is None:
+            return
+        index = self._pool_index
+        for key in keys:
+            uids = index.get(key)
+            if uids is not None:
+                uids.pop(uid, None)
+                if not uids:
+                    del index[key]
 
     def _has(self, uid: str) -> bool:
         return uid in self._active or uid in self._backoff or uid in self._unschedulable
@@ -348,6 +429,7 @@ class PriorityQueue:
         qpi = self._unschedulable.get(uid)
         if qpi is not None:
             qpi.pod = new
+            self._index(qpi)
             self.nominator.update_nominated_pod(old, new)
             for ev in events:
                 strategy = self._worth_requeuing(qpi, ev, old, new)
@@ -616,9 +698,10 @@ class PriorityQueue:
         self._seen_rejectors.update(qpi.pending_plugins)
 
     def _worth_requeuing(
-        self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any
+        self, qpi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any, narrowing: Narrowing | None = None
     ) -> QueueingStrategy:
-        """``isPodWorthRequeuing``: ask the hints of only the plugins that rejected the pod."""
+        """``isPodWorthRequeuing``: ask the hints of only the plugins that rejected the pod, and of
+        a plugin that narrowed the event (``narrowing``) only if it named the pod."""
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
         if not rejectors:
             return QueueingStrategy.AFTER_BACKOFF
@@ -629,6 +712,9 @@ class PriorityQueue:
         hints = self._hints_for(qpi.pod)
         strategy = QueueingStrategy.SKIP
         for plugin in sorted(rejectors):
+            named = narrowing.get(plugin) if narrowing is not None else None
+            if named is not None and qpi.uid not in named:
+                continue  # its PreQueueingHint left the pod out: its hint would say QueueSkip
             for reg in self._registrations(hints, plugin):
                 if not match_cluster_event(reg.event, event):
                     continue
@@ -656,13 +742,138 @@ class PriorityQueue:
         new: Any = None,
         pre_check: PreEnqueueCheck | None = None,
     ) -> None:
-        """Move pool pods that ``event`` may make schedulable (``MoveAllToActiveOrBackoffQueue``)."""
-        if self._nothing_to_move():
-            return
-        if not self.is_event_of_interest(event):
-            return
-        pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
-        self._move_pods(pods, event, old, new)
+        """Move pool pods that ``event`` may make schedulable (``MoveAllToActiveOrBackoffQueue``).
+
+        Only the pods a PreQueueingHint named are asked when the event is narrowed (``_narrow``)."""
+        if self.pre_queueing_hints_enabled and self._pre_hint_profiles:
+            # The reference asks its PreQueueingHints for every event of interest, pods waiting or
+            # not (pre_queueing_hint_evaluations_total counts each).
+            if not self.is_event_of_interest(event):
+                return
+            narrowing, restrict = self._narrow(event, old, new)
+            if self._nothing_to_move():
+                return
+        else:
+            if self._nothing_to_move() or not self.is_event_of_interest(event):
+                return
+            narrowing, restrict = self._narrow(event, old, new)
+        pool = self._unschedulable
+        if narrowing is None or not restrict:
+            pods = [q for q in pool.values() if pre_check is None or pre_check(q.pod)]
+        else:
+            named: dict[str, None] = {}
+            for uids in narrowing.values():
+                named.update(dict.fromkeys(uids))
+            found = (pool.get(uid) for uid in named)
+            pods = [q for q in found if q is not None and (pre_check is None or pre_check(q.pod))]
+        self._move_pods(pods, event, old, new, narrowing)
+
+    def _narrow(self, event: ClusterEvent, old: Any, new: Any) -> tuple[Narrowing | None, bool]:
+        """The PreQueueingHints' narrowing of ``event`` (``runPreQueueingHintPlugins``): which pool
+        pods each plugin named (its hint is asked for those only), and whether only the pods some
+        plugin named are asked at all. ``(None, False)``: every pod, with every hint.
+
+        SchedulerPreQueueingHints on (alpha, off by default in v1.37.2): as the reference, each
+        plugin with the capability whose registrations match the event is asked, once a profile,
+        and counted in pre_queueing_hint_evaluations_total; one that says ``all_pods`` (or fails)
+        ends the narrowing; otherwise only the pods named by some plugin are asked, a plugin
+        without a PreQueueingHint asked for those (and only those) pods.
+
+        Off: the reference asks every pod with every hint, and a plugin's hint answers QueueSkip
+        for a pod its PreQueueingHint leaves out (the capability's contract), so skipping that hint
+        for that pod changes nothing: each plugin that narrowed is asked only for the pods it named.
+        Only the pods named at all are looked at when that is by construction the same as looking
+        at all: every plugin registered for the event, in every profile, narrowed it and no
+        rejector hears every event (a plugin without registrations); a pod none of them named is
+        then skipped by all its rejectors' hints (a pool pod always has a rejector). Else every pod
+        is looked at, another plugin's hint moving a pod the narrowing left out as before. Nothing
+        is counted: the reference asks no PreQueueingHint with the gate off. Why narrow at all:
+        each claim event asked DynamicResources' hint for every waiting pod (issue 30's
+        SchedulingWithResourceClaimTemplate: O(pods^2) over the workload)."""
+        if not self._pre_hint_profiles or (old is None and new is None) or is_wildcard(event):
+            return None, False
+        gate = self.pre_queueing_hints_enabled
+        if gate:
+            restrict, covered = True, None
+        else:
+            restrict, covered = self._narrow_plan(event)
+            if not covered:
+                return None, False
+        index = self._pool_index
+        unindexed = self._unindexed
+        narrowing: Narrowing = {}
+        refused: set[str] = set()  # gate off: plugins that said all_pods (or failed) in some profile
+        for hints, plugins in self._pre_hint_profiles:
+            for name, plugin in plugins.items():
+                if name in refused or (covered is not None and name not in covered):
+                    continue
+                regs = hints.get(name)
+                if not regs or not any(match_cluster_event(reg.event, event) for reg in regs):
+                    continue
+                try:
+                    result = plugin.pre_queueing_hint(event, old, new)
+                except Exception:
+                    log.exception("PreQueueingHint of %s failed; every pod is asked", name)
+                    result = PreQueueingHintResult(all_pods=True)
+                    if gate:
+                        return None, False  # the reference returns before counting it
+                if result is not None and not result.all_pods:
+                    if gate:
+                        self.metrics.pre_queueing_hint(name, PRE_QUEUEING_NARROWED)
+                    uids = narrowing.get(name)
+                    if uids is None:
+                        uids = narrowing[name] = set(unindexed)
+                    for key in result.keys:
+                        found = index.get((name, key))
+                        if found:
+                            uids.update(found)
+                    continue
+                if gate:
+                    if result is None:
+                        continue  # no PreQueueingHint for this event: it does not narrow
+                    self.metrics.pre_queueing_hint(name, PRE_QUEUEING_ALL_PODS)
+                    return None, False
+                restrict = False
+                refused.add(name)
+                narrowing.pop(name, None)
+        if not narrowing:
+            return None, False
+        return narrowing, restrict
+
+    def _narrow_plan(self, event: ClusterEvent) -> tuple[bool, frozenset[str]]:
+        """With the gate off: the plugins whose hints for ``event`` may be narrowed (those with a
+        PreQueueingHint in every profile whose registrations of theirs match it), and whether the
+        pods none of them names may be left unasked (every plugin registered for the event is one
+        of them, and every rejector seen has registrations in every profile). Memoised as
+        ``is_event_of_interest`` is."""
+        key = (event, len(self._seen_rejectors))
+        known = self._narrowable.get(key)
+        if known is None:
+            known = self._narrowable[key] = self._narrow_plan_now(event)
+            if len(self._narrowable) > 4096:
+                self._narrowable.clear()
+        return known
+
+    def _narrow_plan_now(self, event: ClusterEvent) -> tuple[bool, frozenset[str]]:
+        hints = self.hints
+        maps: list[HintsMap]
+        if not callable(hints):
+            maps = [hints]
+        elif self._all_hints is not None:
+            maps = self._all_hints
+        else:
+            return False, frozenset()
+        restrict = all(name in m for name in self._seen_rejectors for m in maps)
+        with_pre_hint = {id(h): p for h, p in self._pre_hint_profiles}
+        covered: set[str] = set()
+        uncovered: set[str] = set()
+        for m in maps:
+            plugins = with_pre_hint.get(id(m), {})
+            for name, regs in m.items():
+                if any(match_cluster_event(reg.event, event) for reg in regs):
+                    (covered if name in plugins else uncovered).add(name)
+        covered -= uncovered
+        return restrict and not uncovered, frozenset(covered)
 
     @staticmethod
     def _gate_key(plugin: PreEnqueuePlugin, pod: Pod) -> tuple[str, Hashable] | None:
@@ -685,7 +896,14 @@ class PriorityQueue:
         without this check each of them walked every plugin's registrations for nothing."""
         return not self._unschedulable and not self._in_flight
 
-    def _move_pods(self, pods: Sequence[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
+    def _move_pods(
+        self,
+        pods: Sequence[QueuedPodInfo],
+        event: ClusterEvent,
+        old: Any,
+        new: Any,
+        narrowing: Narrowing | None = None,
+    ) -> None:
         if self._nothing_to_move():
             return
         if not self.is_event_of_interest(event):
@@ -705,7 +923,7 @@ class PriorityQueue:
                 gating_regs = self._registrations(hints, qpi.gating_plugin)
                 if not any(match_cluster_event(reg.event, event) for reg in gating_regs):
                     continue
-            strategy = self._worth_requeuing(qpi, event, old, new)
+            strategy = self._worth_requeuing(qpi, event, old, new, narrowing)
             if strategy == QueueingStrategy.SKIP:
                 continue
             self._pool_remove(qpi.uid)

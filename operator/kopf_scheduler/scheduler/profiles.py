@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.config.profile import DEFAULT_SCHEDULER_NAME, SchedulerProfileSpec
-from kopf_scheduler.framework.interface import PreEnqueuePlugin
+from kopf_scheduler.framework.interface import PreEnqueuePlugin, PreQueueingHints
 from kopf_scheduler.framework.profiles import default_profile
 from kopf_scheduler.framework.registry import Registry
 from kopf_scheduler.framework.runtime import Framework, FrameworkServices
@@ -100,6 +100,13 @@ class ProfileSet:
         queue.set_pre_enqueue(pre_enqueue)
         # Every profile's map lets the queue skip events no plugin registered without walking its pool.
         queue.set_hints(hints_for, hints.values())
+        pre_hints = {name: fw.pre_queueing_hints for name, fw in frameworks.items()}
+
+        def pre_hints_for(pod: Pod) -> dict[str, PreQueueingHints]:
+            return pre_hints.get(pod.scheduler_name, {})
+
+        # Each profile's hints with its PreQueueingHints plugins: the same map objects as above.
+        queue.set_pre_queueing_hints(pre_hints_for, [(hints[name], pre_hints[name]) for name in frameworks])
         first = next(iter(frameworks.values()))
         if first.queue_sort_plugins:
             queue.set_less(first.queue_sort_less())

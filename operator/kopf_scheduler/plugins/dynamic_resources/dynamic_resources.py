@@ -50,6 +50,7 @@ from kopf_scheduler.framework.interface import (
     PodGroupSimulation,
     PostFilterResult,
     PreFilterResult,
+    PreQueueingHintResult,
     SignFragments,
     Status,
 )
@@ -285,6 +286,35 @@ class DynamicResources(Plugin):
         if old.status == new.status:
             return QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE
+
+    def pre_queueing_keys(self, pod: Pod) -> list[tuple[str, str]]:
+        """``podResourceClaimIndexFunc``: (namespace, name) of each claim the pod names, directly or
+        as its template's generated claim in its status; entries without one are left out (the
+        reference's index skips extended-resource claims too: the scheduler makes those itself)."""
+        statuses = dict(pod.resource_claim_statuses) if pod.resource_claim_statuses else {}
+        out = []
+        for entry in pod.resource_claims:
+            name = entry.resource_claim_name
+            if name is None and entry.resource_claim_template_name is not None:
+                name = statuses.get(entry.name)
+            if name is not None:
+                out.append((pod.namespace, name))
+        return out
+
+    def pre_queueing_hint(self, event: ClusterEvent, old: Any, new: Any) -> PreQueueingHintResult | None:
+        """``preQueueingHint``: a claim event concerns the pods naming the claim, unless it frees
+        devices (deallocated, or deleted while allocated): then every pod. What
+        ``is_schedulable_after_claim_change`` answers Queue for is exactly those, so a pod left out
+        gets QueueSkip from it (the capability's contract)."""
+        if event.resource != EventResource.RESOURCE_CLAIM:
+            return None
+        # No isinstance (api/resource.py loads with the first DRA object): an object that is no
+        # claim raises here, and the queue then asks every pod, as the hint raising would have it.
+        freed = old is not None and old.status.allocation is not None
+        if freed and (new is None or new.status.allocation is None):
+            return PreQueueingHintResult(all_pods=True)
+        meta = (new if new is not None else old).metadata
+        return PreQueueingHintResult(frozenset({(meta.namespace, meta.name)}))
 
     def is_schedulable_after_pod_update(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         target = new if new is not None else pod
