@@ -15,7 +15,7 @@ from kopf_scheduler.cluster import prefetch
 from kopf_scheduler.cluster.apiclient import ApiClient
 from kopf_scheduler.cluster.connection import ConnectionInfo, Credentials
 from kopf_scheduler.cluster.informer import Informer
-from kopf_scheduler.cluster.prefetch import FIRST_LISTINGS, PAGE_SIZE, Prefetch, list_target
+from kopf_scheduler.cluster.prefetch import FIRST_LISTINGS, OBJECT_LISTINGS, PAGE_SIZE, Prefetch, list_target
 
 server = pytest.fixture(test_http11.server.__wrapped__, name="server")  # type: ignore[attr-defined]
 
@@ -51,6 +51,62 @@ def test_the_early_requests_are_the_runtimes_first_pages() -> None:
     )
     assert runtimes == FIRST_LISTINGS
     assert inspect.signature(Informer).parameters["page_size"].default == PAGE_SIZE
+    assert tuple((kind.path, {}) for kind in kinds.OBJECT_KINDS) == OBJECT_LISTINGS  # the runtime's kinds
+
+
+def _list_body(kind: str, name: str) -> bytes:
+    return b'{"kind":"%sList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"%s"}}]}' % (
+        kind.encode(),
+        name.encode(),
+    )
+
+
+IN_TURN = (("/api/v1/services", {}), ("/api/v1/namespaces", {}), ("/apis/apps/v1/replicasets", {}))
+
+
+async def _list_in_turn(api: ApiClient) -> list[list[str]]:
+    names = []
+    for path, _ in IN_TURN:
+        items, version = await api.list_all(path, page_size=PAGE_SIZE)
+        assert version == "7"
+        names.append([item["metadata"]["name"] for item in items])
+    return names
+
+
+async def test_the_object_kinds_are_asked_in_turn_on_one_connection(server: Server) -> None:
+    """One connection (one handshake) for the small listings, each answer read before the next
+    request; the informers take every answer and ask nothing."""
+    server.handlers += [
+        lambda _: [answer(_list_body("Service", "s1"), "200 OK")],
+        lambda _: [*chunked(_list_body("Namespace", "default"))],
+        lambda _: [answer(_list_body("ReplicaSet", "r1"), "200 OK")],
+    ]
+    credentials = _credentials(server)
+    async with ApiClient(credentials) as api:
+        api.prefetched = Prefetch.start(credentials, (), IN_TURN).take()
+        assert await _list_in_turn(api) == [["s1"], ["default"], ["r1"]]
+    assert server.paths() == [list_target(path, {}, PAGE_SIZE).encode() for path, _ in IN_TURN]
+    assert {number for _, number, _ in server.seen} == {1}  # one connection
+    assert all(request.startswith(b"GET /") for _, _, request in server.seen)  # nothing left between
+    assert b"Connection: close" in server.seen[-1][2] and b"Connection: close" not in server.seen[0][2]
+
+
+async def test_a_connection_lost_in_turn_leaves_the_rest_to_the_informers(server: Server) -> None:
+    """The first answer arrives; the connection closes at the second request: the second and the
+    third are asked again by their informers, on connections of their own."""
+    server.handlers += [
+        lambda _: [answer(_list_body("Service", "s1"), "200 OK")],
+        lambda _: [CLOSE],
+        lambda _: [answer(_list_body("Namespace", "default"), "200 OK")],
+        lambda _: [answer(_list_body("ReplicaSet", "r1"), "200 OK")],
+    ]
+    credentials = _credentials(server)
+    async with ApiClient(credentials) as api:
+        api.prefetched = Prefetch.start(credentials, (), IN_TURN).take()
+        assert await _list_in_turn(api) == [["s1"], ["default"], ["r1"]]
+    targets = [list_target(path, {}, PAGE_SIZE).encode() for path, _ in IN_TURN]
+    assert server.paths() == [targets[0], targets[1], targets[1], targets[2]]
+    assert [number for _, number, _ in server.seen][:2] == [1, 1] and server.seen[2][1] != 1
 
 
 async def test_the_listing_takes_the_early_answer_and_asks_nothing(server: Server) -> None:
@@ -58,7 +114,7 @@ async def test_the_listing_takes_the_early_answer_and_asks_nothing(server: Serve
     server.handlers += [
         by_target({NODES_TARGET: [[*chunked(NODES), CLOSE]], pods: [[answer(PODS, "200 OK")]]})
     ] * 2
-    early = Prefetch.start(_credentials(server))
+    early = Prefetch.start(_credentials(server), in_turn=())
     async with ApiClient(_credentials(server)) as api:
         api.prefetched = early.take()
         nodes, nodes_version = await api.list_all("/api/v1/nodes", page_size=PAGE_SIZE)
@@ -83,7 +139,7 @@ async def test_a_failed_early_answer_is_asked_for_again(server: Server, early: l
     server.handlers += [handler, handler]
     credentials = _credentials(server)
     async with ApiClient(credentials) as api:
-        api.prefetched = Prefetch.start(credentials, (("/api/v1/nodes", {}),)).take()
+        api.prefetched = Prefetch.start(credentials, (("/api/v1/nodes", {}),), ()).take()
         nodes, version = await api.list_all("/api/v1/nodes", page_size=PAGE_SIZE)
     assert [n["metadata"]["name"] for n in nodes] == ["n1"] and version == "9"
     assert server.paths() == [NODES_TARGET, NODES_TARGET]
