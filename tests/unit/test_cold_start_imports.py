@@ -2,7 +2,9 @@
 command's modules, the default engine on the live client and a scheduling cycle of a pod without
 claims load none of DRA's allocator machinery (allocator, pools, CEL and its library), nor the
 resource.k8s.io views, nor PyYAML from the edge's own modules: each is imported when a pod with
-claims, a DRA or storage object or a YAML file is first met."""
+claims, a DRA or storage object or a YAML file is first met; nor prometheus-client and the standard
+library's HTTP server: the runtime imports them when it starts its servers, after the first
+cycles."""
 
 from __future__ import annotations
 
@@ -22,11 +24,22 @@ DRA = (
     "kopf_scheduler.api.resource",
 )
 # ... and the storage kinds' views (the first PV, PVC, StorageClass, CSINode ... listed).
-LAZY = (*DRA, "kopf_scheduler.api.storage")
+# ... and the servers' machinery, imported when the metrics server and the secure port start
+# (http.client, urllib.request and email are still loaded early by apiclient.py's proxy lookup).
+SERVERS = (
+    "prometheus_client",
+    "http.server",
+    "wsgiref",
+    "kopf_scheduler.cluster.httpd",
+    "kopf_scheduler.metrics.exposition",
+)
+LAZY = (*DRA, "kopf_scheduler.api.storage", *SERVERS)
 
 _CYCLE = """
 import sys
 import kopf_scheduler.cluster.run  # what `kopf-scheduler run` loads
+import kopf_scheduler.cluster.serving  # run prepares the secure port before the runtime starts
+import kopf_scheduler.cluster.runtime
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import parse_node, parse_pod
 from kopf_scheduler.cluster import metrics
@@ -87,6 +100,17 @@ def test_a_pod_with_a_claim_to_allocate_does_load_it() -> None:
     out = _cycle(claims, _CLAIM)
     assert "UNSCHEDULABLE FitError" in out, out
     assert f"LOADED {sorted(DRA)}" in out, out
+
+
+def test_serving_imports_the_servers_machinery() -> None:
+    """The check above can fail: exposing the metrics and serving them loads what it left out."""
+    code = (
+        "import sys; from kopf_scheduler.cluster import metrics; "
+        "metrics.stop(metrics.serve(metrics.Health(), '127.0.0.1', 0)); "
+        f"print(sorted(m for m in {SERVERS!r} if m not in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stderr[-3000:]
 
 
 def test_the_edge_modules_do_not_import_yaml() -> None:

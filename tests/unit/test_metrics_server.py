@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kopf_scheduler.cluster import metrics
-from kopf_scheduler.cluster.metrics import Health, HealthServer
+from kopf_scheduler.cluster.httpd import HealthServer
+from kopf_scheduler.cluster.metrics import Health
 
 TIMEOUT = 1.0  # the server's idle timeout in these tests (5 s in production)
 WORKERS = 2

@@ -342,6 +342,7 @@ class SchedulerRuntime:
         # on deletion; a forgotten one costs at most one repeated FailedScheduling event.
         self._invalid_reported: OrderedDict[str, str] = OrderedDict()
         self._server: Any = None
+        self._metrics_sock: socket.socket | None = None  # bound at start, served by ``_serve``
         self._stopping = False
         self._stop_task: asyncio.Future[None] | None = None
 
@@ -489,10 +490,9 @@ class SchedulerRuntime:
         self._spawn("scheduling", self._schedule_while_leading())
         self._spawn("watch-gate", self._open_watches())
         self._spawn("heartbeat", self.health.heartbeat())
-        if self.options.metrics_port is not None:
-            self._server = metrics.serve(self.health, self.options.metrics_host, self.options.metrics_port)
-        if self.options.secure_serving is not None:
-            self.options.secure_serving.start(self.endpoints())
+        if self.options.metrics_port is not None:  # bound now: a port in use fails the start
+            self._metrics_sock = metrics.listen(self.options.metrics_host, self.options.metrics_port)
+        self._spawn("serve-gate", self._serve())
         since = process_age()
         if since is not None:
             logger.info("The scheduler's runtime started %.2fs after the process started", since)
@@ -540,6 +540,24 @@ class SchedulerRuntime:
                 await asyncio.wait_for(self.client.bound.wait(), limit)
         self.watching.set()
         self._tasks.pop("watch-gate", None)  # done, not dead: the health check must not see it
+
+    async def _serve(self, limit: float = 1.0) -> None:
+        """Start the metrics/health server and the secure port once the first cycles are through
+        (when the watches open: at the first bind, or at once when nothing is pending or this
+        replica does not lead), at the latest ``limit`` seconds after the start (a long listing, an
+        apiserver away). Their imports (``http.server``, prometheus-client's exposition: ~20 ms)
+        must not stand before the first bind. Both ports are bound already, so a probe or a scrape
+        meanwhile waits in the listen backlog, answered within ``limit``: the kubelet's probes
+        tolerate that (kube-scheduler serves from its start, but its first bind comes later)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.watching.wait(), limit)
+        if self._metrics_sock is not None:
+            host, port = self.options.metrics_host, self.options.metrics_port or 0
+            self._server = metrics.serve(self.health, host, port, sock=self._metrics_sock)
+            self._metrics_sock = None  # the server's now
+        if self.options.secure_serving is not None:
+            self.options.secure_serving.start(self.endpoints())
+        self._tasks.pop("serve-gate", None)  # done, not dead: the health check must not see it
 
     def endpoints(self) -> Endpoints:
         """What the secure port reads (from its threads: plain reads, no coroutine)."""
@@ -657,6 +675,8 @@ class SchedulerRuntime:
         for extender in self.extenders:
             await extender.close()
         metrics.stop(self._server)
+        if self._metrics_sock is not None:  # stopped before it was served
+            self._metrics_sock.close()
         if self.options.secure_serving is not None:
             self.options.secure_serving.stop()
 

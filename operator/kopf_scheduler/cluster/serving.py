@@ -45,7 +45,7 @@ most ``workers - 1`` reviews are in flight, a request that would need one more g
 so the last worker is always free for the kubelet's probes (an unreachable apiserver makes a review
 last up to 5 tries of 10 s); ``DELETE /metrics`` (the reference resets its metrics) is a 405.
 
-The server is the metrics server's design (``metrics.HealthServer``): a few threads, a connection
+The server is the metrics server's design (``httpd.HealthServer``): a few threads, a connection
 parked until it is ready, idle connections closed after 5 s. Here the TLS handshake runs in the
 parker, step by step on a non-blocking socket, so a client that stalls mid-handshake holds no thread.
 TLS is Python's ``ssl`` (OpenSSL); the certificates are made with ``cryptography`` (pyca), which
@@ -56,14 +56,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import email.utils
 import hashlib
 import ipaddress
 import json
 import logging
 import os
 import random
-import selectors
 import socket
 import ssl
 import tempfile
@@ -74,16 +72,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from http.client import HTTPSConnection
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
-
-from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from typing import TYPE_CHECKING, Any
 
 from kopf_scheduler.cluster import resource_metrics
 from kopf_scheduler.cluster.connection import SA_DIR, Credentials, LoginError, from_kubeconfig, in_cluster
-from kopf_scheduler.cluster.metrics import IDLE_TIMEOUT, WORKERS, Health, HealthServer
+from kopf_scheduler.cluster.metrics import IDLE_TIMEOUT, WORKERS, Health
+
+if TYPE_CHECKING:  # the server's machinery (httpd.py) is imported when the server starts: see there
+    from http.server import BaseHTTPRequestHandler
+
+    from prometheus_client import CollectorRegistry
+
+    from kopf_scheduler.cluster.httpd import SecureServer
 
 __all__ = [
     "DEFAULT_ALWAYS_ALLOW_PATHS",
@@ -470,7 +471,9 @@ class ReviewClient:
         url = urllib.parse.urlsplit(creds.server)
         target = url.path.rstrip("/") + path + ("?timeout=10s" if method == "POST" else "")
         where = f'{method.title()} "{creds.server}{path}"'
-        conn = _Connection(
+        from kopf_scheduler.cluster.httpd import ReviewConnection  # http.client: see httpd.py
+
+        conn = ReviewConnection(
             url.hostname or "", url.port or 443, self.timeout, self._ssl(), creds.tls_server_name
         )
         try:
@@ -518,23 +521,6 @@ class ReviewClient:
 
 class _Transient(Exception):
     pass
-
-
-class _Connection(HTTPSConnection):
-    """HTTPS with the kubeconfig's ``tls-server-name`` as SNI and hostname, when it has one."""
-
-    def __init__(
-        self, host: str, port: int, timeout: float, context: ssl.SSLContext, server_name: str | None
-    ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._server_name = server_name
-
-    def connect(self) -> None:
-        if not self._server_name:
-            super().connect()
-            return
-        sock = socket.create_connection((self.host, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self._server_name)  # type: ignore[attr-defined]
 
 
 def _credentials(kubeconfig: str, what: str) -> Credentials | None:
@@ -958,7 +944,7 @@ class Endpoints:
     leader_election: Callable[[], str | None] | None = None
     synced: Callable[[], bool] = lambda: True  # sched-handler-sync: the first listing is in
     shutting_down: Callable[[], bool] = lambda: False
-    registry: CollectorRegistry = REGISTRY
+    registry: CollectorRegistry | None = None  # None: the process-wide one (``metrics.expose``)
 
     def checks(self, name: str) -> list[tuple[str, Callable[[], str | None]]]:
         """The named checks of ``/healthz``, ``/livez`` or ``/readyz``: the reference's, then ours."""
@@ -1040,6 +1026,17 @@ def _go_quote(text: str) -> str:
 def _handler(
     endpoints: Endpoints, authn: Authenticator, authz: Authorizer, idle_timeout: float
 ) -> type[BaseHTTPRequestHandler]:
+    """The handler class, built when the server starts: what it imports is not on the way to the
+    first bind (``httpd.py``)."""
+    import email.utils
+    from http.server import BaseHTTPRequestHandler
+
+    from prometheus_client import generate_latest
+
+    from kopf_scheduler.cluster.metrics import expose
+
+    registry = endpoints.registry if endpoints.registry is not None else expose()
+
     class Handler(BaseHTTPRequestHandler):
         timeout = idle_timeout
 
@@ -1107,7 +1104,7 @@ def _handler(
                     self._reply(405, text, "text/plain; charset=utf-8", nosniff=True)
                     return
                 # The text the reference's promhttp writes (our names need no escaping).
-                self._reply(200, generate_latest(endpoints.registry), resource_metrics.CONTENT_TYPE)
+                self._reply(200, generate_latest(registry), resource_metrics.CONTENT_TYPE)
                 return
             elif path == "/metrics/resources":
                 if not endpoints.is_leader():
@@ -1157,30 +1154,6 @@ def _handler(
 
 
 # --- the server -----------------------------------------------------------------------------------
-
-
-class SecureServer(HealthServer):
-    """:class:`HealthServer` with TLS: the handshake is stepped in the parker (see ``advance``)."""
-
-    def __init__(self, *args: Any, tls: Callable[[], ssl.SSLContext], **kwargs: Any) -> None:
-        self.tls = tls
-        super().__init__(*args, **kwargs)
-
-    def advance(self, conn: Any) -> tuple[Any, int]:
-        if not isinstance(conn, ssl.SSLSocket):
-            conn = self.tls().wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
-        if conn.version() is not None:  # handshaken: the request has arrived
-            return conn, 0
-        try:
-            conn.do_handshake()
-        except ssl.SSLWantReadError:
-            return conn, selectors.EVENT_READ
-        except ssl.SSLWantWriteError:
-            return conn, selectors.EVENT_WRITE
-        except OSError:
-            conn.close()
-            raise
-        return conn, 0 if conn.pending() else selectors.EVENT_READ
 
 
 class TLSContexts:
@@ -1233,6 +1206,8 @@ class SecureServing:
         return int(self.sock.getsockname()[1])
 
     def start(self, endpoints: Endpoints) -> SecureServer:
+        from kopf_scheduler.cluster.httpd import SecureServer
+
         handler = _handler(endpoints, self.authenticator, self.authorizer, self.idle_timeout)
         host, port = self.sock.getsockname()[:2]
         server = SecureServer(

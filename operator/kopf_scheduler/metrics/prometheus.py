@@ -2,14 +2,23 @@
 
 Names, help texts (with component-base's ``[STABLE]``/``[BETA]`` prefix), label names and bucket
 layouts are the reference's, so dashboards and alerts written for kube-scheduler work unchanged.
-Everything goes into one ``CollectorRegistry`` (the process-wide one for the operator, a fresh one
-per test).
 
-Cost per pod matters (the engine is benchmarked against the reference): histograms are a lean
-collector here (one lock and a bisect per observation, about a third of prometheus-client's
-``Histogram.observe``; an observation may stand for several calls, as a vector filter stands for
-one call per node), counter and gauge children are kept in plain dicts once created, and
-``plugin_evaluation_total`` and ``pending_pods`` are read from the engine when scraped.
+The metrics are our own lean ones, not prometheus-client's, for two reasons:
+
+- Cold start (issue 30): prometheus-client's import is ~17 ms of the way to the first bind
+  (its exposition alone pulls in http.server, urllib.request, email, wsgiref). Nothing here imports
+  it: the metrics record from the first cycle on, and :meth:`PrometheusMetrics.expose` registers
+  them with a ``CollectorRegistry`` (``exposition.py``, which does import it) once something is to
+  scrape them, for the operator when its metrics server starts after the first cycles.
+- Cost per pod (the engine is benchmarked against the reference): a counter's or gauge's child is
+  a slot object kept in a plain dict, and the hot paths add to its ``value`` (a third of
+  prometheus-client's ``inc``, which takes a lock); histograms take one lock and a bisect per
+  observation, and an observation may stand for several calls, as a vector filter stands for one
+  call per node; ``plugin_evaluation_total`` and ``pending_pods`` are read from the engine when
+  scraped.
+
+Counters and gauges are written from the event loop's thread only (the engine's), and read by the
+scrape's thread: a float store is atomic there, and a snapshot copies the children's dict first.
 """
 
 from __future__ import annotations
@@ -18,20 +27,24 @@ import bisect
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-
-from prometheus_client import CollectorRegistry, Counter, Gauge
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from kopf_scheduler.metrics.recorder import PLUGIN_METRICS_SAMPLE_PERCENT, Tally, attempts_label
+
+if TYPE_CHECKING:  # prometheus-client is imported by exposition.py only, when exposed
+    from prometheus_client import CollectorRegistry
 
 __all__ = [
     "PENDING_QUEUES",
     "PLUGIN_BUFFER_SIZE",
     "PLUGIN_FLUSH_INTERVAL",
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "LeanMetric",
     "PrometheusMetrics",
+    "Sample",
     "exponential_buckets",
 ]
 
@@ -76,18 +89,103 @@ _SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
 _BATCH_BUCKETS = exponential_buckets(0.00001, 2, 12)
 
 
-class _Histogram(Collector):
+Sample = tuple[tuple[str, ...], float]  # label values (in the metric's label order), value
+
+
+class Child:
+    """One series of a counter or gauge: the recorder's hot paths add to ``value`` directly."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def set(self, value: float) -> None:
+        self.value = float(value)
+
+
+class LeanMetric:
+    """A metric family of ours: what ``exposition.py`` renders as prometheus-client's would be."""
+
+    kind: ClassVar[str]  # "counter", "gauge" or "histogram"
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
+        self.name = name  # a counter's with its ``_total``, as prometheus-client's family writes it
+        self.documentation = documentation
+        self.label_names = tuple(labels)
+
+    def samples(self) -> list[Sample]:
+        """A counter's or gauge's series now (a histogram has ``series`` instead)."""
+        raise NotImplementedError
+
+
+class _Children(LeanMetric):
+    """Counter and gauge: children by label values in a plain dict, created on first use; an
+    unlabelled one has its only child from the start (exposed as 0, as prometheus-client's is)."""
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
+        super().__init__(name, documentation, labels)
+        self.children: dict[tuple[str, ...], Child] = {}
+        self._only = Child()
+        if not self.label_names:
+            self.children[()] = self._only
+
+    def labels(self, *values: str) -> Child:
+        child = self.children.get(values)
+        if child is None:
+            if len(values) != len(self.label_names):
+                raise ValueError(f"{self.name}: label values {values} for labels {self.label_names}")
+            child = self.children.setdefault(values, Child())
+        return child
+
+    def samples(self) -> list[Sample]:
+        return [(key, child.value) for key, child in list(self.children.items())]
+
+
+class Counter(_Children):
+    kind = "counter"
+
+    def inc(self, amount: float = 1.0) -> None:
+        self._only.value += amount
+
+
+class Gauge(_Children):
+    kind = "gauge"
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str] = ()) -> None:
+        super().__init__(name, documentation, labels)
+        self._function: Callable[[], float] | None = None
+
+    def set(self, value: float) -> None:
+        self._only.value = float(value)
+
+    def inc(self, amount: float = 1.0) -> None:
+        self._only.value += amount
+
+    def set_function(self, function: Callable[[], float]) -> None:
+        """An unlabelled gauge read from ``function`` at each scrape."""
+        self._function = function
+
+    def samples(self) -> list[Sample]:
+        if self._function is not None:
+            return [((), float(self._function()))]
+        return super().samples()
+
+
+class Histogram(LeanMetric):
     """A histogram keyed by label-value tuples; ``observe`` may count N observations of one value."""
 
+    kind = "histogram"
+
     def __init__(self, name: str, documentation: str, labels: Sequence[str], bounds: Sequence[float]) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labels = list(labels)
+        super().__init__(name, documentation, labels)
         self.bounds = list(bounds)
-        self._les = [floatToGoString(b) for b in bounds] + ["+Inf"]
         self._series: dict[tuple[str, ...], tuple[list[int], list[float]]] = {}
         self._lock = threading.Lock()
-        if not self.labels:  # exposed (all zero) from the start, as an unlabelled histogram is
+        if not self.label_names:  # exposed (all zero) from the start, as an unlabelled histogram is
             self._series[()] = ([0] * (len(self.bounds) + 1), [0.0])
 
     def observe(self, key: tuple[str, ...], value: float, count: int = 1) -> None:
@@ -99,34 +197,25 @@ class _Histogram(Collector):
             series[0][i] += count
             series[1][0] += value * count
 
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+    def series(self) -> list[tuple[tuple[str, ...], list[int], float]]:
+        """Each series' label values, per-bucket counts (the last is +Inf's) and sum, now."""
         with self._lock:
-            snapshot = [(key, list(counts), total[0]) for key, (counts, total) in self._series.items()]
-        for key, counts, total in snapshot:
-            cumulative = 0
-            buckets = []
-            for le, n in zip(self._les, counts, strict=True):
-                cumulative += n
-                buckets.append((le, float(cumulative)))
-            family.add_metric(list(key), buckets, total)
-        yield family
-
-    def describe(self) -> Iterator[Metric]:
-        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+            return [(key, list(counts), total[0]) for key, (counts, total) in self._series.items()]
 
 
-class _TallyCounters(Collector):
+class _TallyCounters(LeanMetric):
     """plugin_evaluation_total read from the engine's ``Tally`` objects at scrape time."""
+
+    kind = "counter"
 
     name = "scheduler_plugin_evaluation_total"
     documentation = _beta(
         "Number of attempts to schedule pods by each plugin and the extension point "
         "(available only in PreFilter, Filter, PreScore, and Score)."
     )
-    labels = ("plugin", "extension_point", "profile")
 
     def __init__(self) -> None:
+        super().__init__(self.name, self.documentation, ("plugin", "extension_point", "profile"))
         self.tallies: dict[tuple[str, str, str], Tally] = {}
 
     def get(self, key: tuple[str, str, str]) -> Tally:
@@ -135,19 +224,15 @@ class _TallyCounters(Collector):
             tally = self.tallies[key] = Tally()
         return tally
 
-    def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
-        for key, tally in list(self.tallies.items()):
-            family.add_metric(list(key), float(tally.n))
-        yield family
-
-    def describe(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+    def samples(self) -> list[Sample]:
+        return [(key, float(tally.n)) for key, tally in list(self.tallies.items())]
 
 
-class _PendingPods(Collector):
+class _PendingPods(LeanMetric):
     """pending_pods read from the queue when scraped: always the value of that moment, and no
     gauge writes on the hot path (the counts are plain lengths, safe to read from the HTTP thread)."""
+
+    kind = "gauge"
 
     name = "scheduler_pending_pods"
     documentation = _stable(
@@ -160,47 +245,45 @@ class _PendingPods(Collector):
     )
 
     def __init__(self) -> None:
+        super().__init__(self.name, self.documentation, ("queue",))
         self.source: Callable[[], Mapping[str, int]] | None = None
 
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(self.name, self.documentation, labels=["queue"])
+    def samples(self) -> list[Sample]:
         counts = self.source() if self.source is not None else {}
-        for queue in PENDING_QUEUES:
-            family.add_metric([queue], float(max(0, counts.get(queue, 0))))
-        yield family
+        return [((queue,), float(max(0, counts.get(queue, 0)))) for queue in PENDING_QUEUES]
 
-    def describe(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(self.name, self.documentation, labels=["queue"])
+
+_M = TypeVar("_M", bound=LeanMetric)
 
 
 class PrometheusMetrics:
-    """kube-scheduler's STABLE and BETA metrics in ``registry``; one instance per registry."""
+    """kube-scheduler's STABLE and BETA metrics, recorded from the start and exposed in ``registry``
+    (at once when given, else by :meth:`expose`); exposed in one registry at most."""
 
     def __init__(
         self,
-        registry: CollectorRegistry,
+        registry: CollectorRegistry | None = None,
         rng: random.Random | None = None,
         *,
         plugin_buffer: int = PLUGIN_BUFFER_SIZE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.registry = registry
+        self.registry: CollectorRegistry | None = None
+        self.metrics: list[LeanMetric] = []  # in the order they are exposed (the reference's)
         self._rng = rng if rng is not None else random.Random()
         self._clock = clock
         self._plugin_buffer = plugin_buffer
         self._plugin_room = plugin_buffer  # observations left in this flush interval
         self._plugin_window_end = clock() + PLUGIN_FLUSH_INTERVAL
-        reg = registry
 
         # STABLE
-        self.schedule_attempts = Counter(
+        self.schedule_attempts = self._counter(
             "scheduler_schedule_attempts_total",
             _stable(
                 "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
                 "not be scheduled, while 'error' means an internal scheduler problem."
             ),
             ["result", "profile"],
-            registry=reg,
         )
         self.scheduling_attempt_duration = self._histogram(
             "scheduler_scheduling_attempt_duration_seconds",
@@ -214,13 +297,11 @@ class PrometheusMetrics:
             [],
             exponential_buckets(1, 2, 7),
         )
-        self.preemption_attempts = Counter(
+        self.preemption_attempts = self._counter(
             "scheduler_preemption_attempts_total",
             _stable("Total preemption attempts in the cluster till now"),
-            registry=reg,
         )
-        self.pending = _PendingPods()
-        reg.register(self.pending)
+        self.pending = self._add(_PendingPods())
         self.pod_scheduling_attempts = self._histogram(
             "scheduler_pod_scheduling_attempts",
             _stable("Number of attempts to successfully schedule a pod."),
@@ -233,11 +314,10 @@ class PrometheusMetrics:
             ["extension_point", "status", "profile"],
             _EXTENSION_POINT_BUCKETS,
         )
-        self.queue_incoming_pods = Counter(
+        self.queue_incoming_pods = self._counter(
             "scheduler_queue_incoming_pods_total",
             _stable("Number of pods added to scheduling queues by event and queue type."),
             ["queue", "event"],
-            registry=reg,
         )
 
         # BETA
@@ -247,11 +327,10 @@ class PrometheusMetrics:
             [],
             _ATTEMPT_BUCKETS,
         )
-        self.goroutines = Gauge(
+        self.goroutines = self._gauge(
             "scheduler_goroutines",
             _beta("Number of running goroutines split by the work they do such as binding."),
             ["operation"],
-            registry=reg,
         )
         self.pod_scheduling_sli_duration = self._histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
@@ -274,7 +353,7 @@ class PrometheusMetrics:
             ["result"],
             _ATTEMPT_BUCKETS,
         )
-        self.unschedulable_pods = Gauge(
+        self.unschedulable_pods = self._gauge(
             "scheduler_unschedulable_pods",
             _beta(
                 "The number of unschedulable pods broken down by plugin name. A pod will increment the "
@@ -282,20 +361,17 @@ class PrometheusMetrics:
                 "only when broken down by plugin."
             ),
             ["plugin", "profile"],
-            registry=reg,
         )
-        self.plugin_evaluation = _TallyCounters()
-        reg.register(self.plugin_evaluation)
+        self.plugin_evaluation = self._add(_TallyCounters())
 
         # ALPHA: pod groups (GenericWorkload) and OpportunisticBatching.
-        self.workload_preemption_attempts = Counter(
+        self.workload_preemption_attempts = self._counter(
             "scheduler_workload_preemption_attempts_total",
             _alpha(
                 "Total preemption attempts initiated by workload (including pod groups) in the cluster "
                 "till now."
             ),
             ["result"],
-            registry=reg,
         )
         self.workload_preemption_victims_hist = self._histogram(
             "scheduler_workload_preemption_victims",
@@ -313,14 +389,13 @@ class PrometheusMetrics:
             ["preemptor"],
             exponential_buckets(1, 2, 11),
         )
-        self.pod_group_attempts = Counter(
+        self.pod_group_attempts = self._counter(
             "scheduler_podgroup_schedule_attempts_total",
             _alpha(
                 "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group "
                 "could not be scheduled, while 'error' means an internal scheduler problem."
             ),
             ["result", "profile"],
-            registry=reg,
         )
         self.pod_group_attempt_duration = self._histogram(
             "scheduler_podgroup_scheduling_attempt_duration_seconds",
@@ -334,31 +409,27 @@ class PrometheusMetrics:
             [],
             _ATTEMPT_BUCKETS,
         )
-        self.pre_queueing_hint_evaluations = Counter(
+        self.pre_queueing_hint_evaluations = self._counter(
             "scheduler_pre_queueing_hint_evaluations_total",
             _alpha(
                 "Number of PreQueueingHint evaluations, labeled by plugin and result (all_pods or narrowed)."
             ),
             ["plugin", "result"],
-            registry=reg,
         )
-        self.batch_attempts = Counter(
+        self.batch_attempts = self._counter(
             "scheduler_batch_attempts_total",
             _alpha("Counts of results when we attempt to use batching."),
             ["profile", "result"],
-            registry=reg,
         )
-        self.batch_cache_flushed = Counter(
+        self.batch_cache_flushed = self._counter(
             "scheduler_batch_cache_flushed_total",
             _alpha("Counts of cache flushes by reason."),
             ["profile", "reason"],
-            registry=reg,
         )
-        self.batch_rescore_attempts = Counter(
+        self.batch_rescore_attempts = self._counter(
             "scheduler_batch_rescore_attempts_total",
             _alpha("Counts of rescore attempts during opportunistic batching."),
             ["profile"],
-            registry=reg,
         )
         self.batch_rescore_duration = self._histogram(
             "scheduler_batch_rescore_duration_seconds",
@@ -381,16 +452,32 @@ class PrometheusMetrics:
 
         self._binding_goroutines = self.goroutines.labels("binding")
         self._binding_goroutines.set(0)
-        self._attempt_children: dict[tuple[str, str], Counter] = {}
-        self._incoming_children: dict[tuple[str, str], Counter] = {}
-        self._reason_children: dict[tuple[str, str], Gauge] = {}
+        if registry is not None:
+            self.expose(registry)
+
+    def _add(self, metric: _M) -> _M:
+        self.metrics.append(metric)
+        return metric
+
+    def _counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        return self._add(Counter(name, documentation, labels))
+
+    def _gauge(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Gauge:
+        return self._add(Gauge(name, documentation, labels))
 
     def _histogram(
         self, name: str, documentation: str, labels: list[str], bounds: Sequence[float]
-    ) -> _Histogram:
-        hist = _Histogram(name, documentation, labels, bounds)
-        self.registry.register(hist)
-        return hist
+    ) -> Histogram:
+        return self._add(Histogram(name, documentation, labels, bounds))
+
+    def expose(self, registry: CollectorRegistry) -> None:
+        """Register every metric with ``registry`` (imports prometheus-client); once."""
+        from kopf_scheduler.metrics.exposition import register
+
+        if self.registry is not None:
+            raise ValueError("these metrics are already exposed")
+        register(registry, self.metrics)
+        self.registry = registry
 
     # -- wiring (the edge) --
 
@@ -414,10 +501,8 @@ class PrometheusMetrics:
 
     def schedule_attempt(self, result: str, profile: str, seconds: float) -> None:
         key = (result, profile)
-        child = self._attempt_children.get(key)
-        if child is None:
-            child = self._attempt_children[key] = self.schedule_attempts.labels(result, profile)
-        child.inc()
+        child = self.schedule_attempts.children.get(key) or self.schedule_attempts.labels(*key)
+        child.value += 1
         self.scheduling_attempt_duration.observe(key, seconds)
 
     def scheduling_algorithm(self, seconds: float) -> None:
@@ -429,7 +514,7 @@ class PrometheusMetrics:
             self.pod_scheduling_sli_duration.observe((attempts_label(attempts),), sli_seconds)
 
     def binding_goroutines(self, delta: int) -> None:
-        self._binding_goroutines.inc(delta)
+        self._binding_goroutines.value += delta
 
     def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
         self.extension_point_duration.observe((point, status, profile), seconds)
@@ -465,20 +550,16 @@ class PrometheusMetrics:
 
     def queue_incoming(self, queue: str, event: str) -> None:
         key = (queue, event)
-        child = self._incoming_children.get(key)
-        if child is None:
-            child = self._incoming_children[key] = self.queue_incoming_pods.labels(queue, event)
-        child.inc()
+        child = self.queue_incoming_pods.children.get(key) or self.queue_incoming_pods.labels(*key)
+        child.value += 1
 
     def pre_queueing_hint(self, plugin: str, result: str) -> None:
         self.pre_queueing_hint_evaluations.labels(plugin, result).inc()
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
         key = (plugin, profile)
-        child = self._reason_children.get(key)
-        if child is None:
-            child = self._reason_children[key] = self.unschedulable_pods.labels(plugin, profile)
-        child.inc(delta)
+        child = self.unschedulable_pods.children.get(key) or self.unschedulable_pods.labels(*key)
+        child.value += delta
 
     def pod_group_attempt(self, result: str, profile: str, seconds: float) -> None:
         self.pod_group_attempts.labels(result, profile).inc()
