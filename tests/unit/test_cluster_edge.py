@@ -623,6 +623,41 @@ async def test_profile_resync_retries_a_fresh_apiservers_429() -> None:
         await runner.cleanup()
 
 
+async def test_a_leading_replica_lists_its_profiles_beside_the_informers() -> None:
+    """Standalone (leading from the start), the first SchedulerProfile listing is not left for after
+    the informers' sync: it is asked while the Node listing is still unanswered (on the way to the
+    first bind, its round trip overlaps theirs)."""
+    from kopf_scheduler.cluster.runtime import PROFILES_PATH, Options, SchedulerRuntime
+
+    release = asyncio.Event()
+    synced_when_asked: list[bool] = []
+    runtime: SchedulerRuntime | None = None
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/api/v1/nodes" and "watch" not in request.query:
+            await release.wait()  # the informers cannot sync before the profiles are asked
+        if request.path == PROFILES_PATH and "watch" not in request.query:
+            assert runtime is not None
+            synced_when_asked.append(runtime.synced.is_set())
+            release.set()
+        if "watch" in request.query or (request.path.count("/") <= 3 and "limit" not in request.query):
+            return web.json_response({"kind": "Status", "code": 404}, status=404)
+        return web.json_response({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []})
+
+    runner, creds = await _fake_apiserver(handle)
+    runtime = SchedulerRuntime(Options(standalone=True, metrics_port=None), credentials=creds)
+    try:
+        await runtime.start()
+        await asyncio.wait_for(runtime.synced.wait(), 5)
+        await asyncio.wait_for(release.wait(), 5)
+        assert synced_when_asked == [False]
+    finally:
+        release.set()  # a held handler would hold the server's cleanup
+        await runtime.stop(drain_timeout=1)
+        await runtime.api.close()
+        await runner.cleanup()
+
+
 def test_run_imports_kopf_without_the_optional_clients() -> None:
     """The start-up shortcut blocks kubernetes/pykube only while Kopf imports, then gets out of the way."""
     import subprocess

@@ -612,15 +612,30 @@ class SchedulerRuntime:
 
     async def _schedule_while_leading(self) -> None:
         """Schedule only with a complete view and only while elected; hand over cleanly otherwise."""
-        await self.wait_synced()
+        # Leading already (standalone, or elected before the listing ended): the first listing of
+        # SchedulerProfiles goes beside the informers', its round trip (and handshake) overlapping
+        # their parsing instead of following it on the way to the first bind. Like theirs, it is a
+        # snapshot of the start; an edit after it comes by Kopf's watch as any later edit does.
+        early = asyncio.ensure_future(self.resync_profiles()) if self.leader.is_leading() else None
+        try:
+            await self.wait_synced()
+        except BaseException:
+            if early is not None:
+                early.cancel()
+            raise
         while True:
             await self.leader.leading.wait()
             if self._stopping:
+                if early is not None:
+                    early.cancel()
                 return
             try:
-                await self.resync_profiles()  # what changed while we stood by (or the apiserver was away)
+                # what changed while we stood by (or the apiserver was away)
+                await (early if early is not None else self.resync_profiles())
             except ApiError as exc:
                 logger.warning("Listing SchedulerProfiles failed (%s); scheduling with the ones known", exc)
+            finally:
+                early = None
             if self._stopping:  # SIGTERM during the listing: Scheduler.run() would clear its stop flag
                 return
             run = asyncio.ensure_future(self.scheduler.run())
