@@ -24,12 +24,15 @@ DRA = (
     "kopf_scheduler.api.resource",
 )
 # ... and the storage kinds' views (the first PV, PVC, StorageClass, CSINode ... listed).
-# ... and the servers' machinery, imported when the metrics server and the secure port start
-# (http.client, urllib.request and email are still loaded early by apiclient.py's proxy lookup).
+# ... and the servers' machinery, imported when the metrics server and the secure port start (the
+# proxy lookup reads the environment itself: urllib.request would bring http.client and email).
 SERVERS = (
     "prometheus_client",
     "http.server",
     "wsgiref",
+    "urllib.request",
+    "http.client",
+    "email",
     "kopf_scheduler.cluster.httpd",
     "kopf_scheduler.metrics.exposition",
 )

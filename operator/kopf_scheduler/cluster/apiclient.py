@@ -18,14 +18,13 @@ import concurrent.futures
 import errno
 import json
 import logging
-import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import Credentials, environment_proxies
 from kopf_scheduler.cluster.http11 import MAX_BODY_BYTES, ConnectionClosed, Http11Pool, ProtocolError
 from kopf_scheduler.cluster.prefetch import list_target
 from kopf_scheduler.cluster.ratelimit import Throttle
@@ -725,5 +724,5 @@ def _watch_event(line: bytes, what: str) -> dict[str, Any]:
 
 def _environment_proxies() -> bool:
     """Whether HTTP(S)_PROXY-style variables are set (aiohttp with trust_env would use them)."""
-    proxies = urllib.request.getproxies()
+    proxies = environment_proxies()
     return any(k in proxies for k in ("http", "https", "all"))

@@ -18,7 +18,6 @@ lists only once it leads).
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import ssl
 import threading
@@ -28,7 +27,7 @@ from urllib.parse import urlencode, urlsplit
 
 import httptools
 
-from kopf_scheduler.cluster.connection import Credentials
+from kopf_scheduler.cluster.connection import Credentials, environment_proxies
 
 __all__ = ["FIRST_LISTINGS", "MAX_BODY_BYTES", "OBJECT_LISTINGS", "Prefetch", "list_target"]
 
@@ -72,7 +71,7 @@ OBJECT_LISTINGS: tuple[tuple[str, Mapping[str, str]], ...] = tuple(
     )
 )
 MAX_BODY_BYTES = 512 << 20  # past this, the answer is dropped and the informer asks itself
-_PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy")
+_PROXIED = frozenset({"https", "http", "all"})  # what ApiClient sends through a proxy
 
 # (HTTP status, body) of a complete answer.
 Answer = tuple[int, bytes]
@@ -126,7 +125,7 @@ class Prefetch:
         one after another from one more thread on one connection; nothing when proxied."""
         prefetch = cls()
         info = credentials.info
-        if info.proxy_url or (info.trust_env and any(_env(v) for v in _PROXY_VARIABLES)):
+        if info.proxy_url or (info.trust_env and _PROXIED.intersection(environment_proxies())):
             return prefetch
         split = urlsplit(credentials.server)
         context = info.as_ssl_context() if split.scheme == "https" else None
@@ -162,10 +161,6 @@ class Prefetch:
         """The answers (each target's once): ``ApiClient.prefetched``."""
         answers, self._answers = self._answers, {}
         return answers
-
-
-def _env(name: str) -> bool:
-    return bool(os.environ.get(name) or os.environ.get(name.upper()))
 
 
 def _fetch(
