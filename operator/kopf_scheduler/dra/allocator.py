@@ -13,9 +13,10 @@ not fit on this node" is ``None``.
 
 from __future__ import annotations
 
+import functools
 import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -37,7 +38,7 @@ from kopf_scheduler.api.types import NodeSelector, NodeSelectorRequirement, Node
 
 from .cel import CelCache, CelError
 from .features import Features
-from .pools import Pool, PoolCache, node_matches
+from .pools import Pool, PoolCache, PoolDevice, node_matches
 from .state import AllocatedState, DeviceID
 
 __all__ = ["ALLOCATION_RESULTS_MAX_SIZE", "AllocationError", "Allocator", "InvalidPoolsError"]
@@ -74,8 +75,7 @@ class _Request:
     parent: str | None = None  # the parent request's name for a subrequest
     class_: DeviceClass | None = None
     num_devices: int = 0
-    all_devices: list[_Device] = field(default_factory=list)
-    selected_sub: int = 0
+    all_devices: list[PoolDevice] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -110,24 +110,32 @@ class _Request:
         return self.spec.capacity_requests
 
 
-@dataclass(slots=True, eq=False)
-class _Device:
-    id: DeviceID
-    spec: Device  # the slice's entry for it (typed)
-    slice: ResourceSlice
-    pool: Pool
-
-
 @dataclass(slots=True)
 class _Result:
     request: _Request
-    device: _Device
+    device: PoolDevice
     share_id: str | None = None
     consumed: dict[str, Fraction] | None = None
 
 
+@dataclass(slots=True)
+class _Prepared:
+    """A pod's claims as validated at one node, for the next (see ``Allocator._prepared``)."""
+
+    claims: tuple[ResourceClaim, ...]
+    requests: dict[tuple[int, int, int], _Request] = field(default_factory=dict)
+    constraints: list[list[tuple[Collection[str], str, bool]]] = field(default_factory=list)
+    error: str | None = None
+
+    def fits(self, claims: Sequence[ResourceClaim]) -> bool:
+        """Whether these are the same claims (the extended-resource one is made anew per node)."""
+        return len(claims) == len(self.claims) and all(
+            a is b for a, b in zip(claims, self.claims, strict=True)
+        )
+
+
 class _Constraint:
-    def __init__(self, requests: Sequence[str], attribute: str, distinct: bool) -> None:
+    def __init__(self, requests: Collection[str], attribute: str, distinct: bool) -> None:
         self.requests = set(requests)
         self.attribute = attribute
         self.distinct = distinct
@@ -138,7 +146,7 @@ class _Constraint:
             return True
         return request in self.requests or (sub is not None and f"{request}/{sub}" in self.requests)
 
-    def add(self, request: str, sub: str | None, device: _Device) -> bool:
+    def add(self, request: str, sub: str | None, device: PoolDevice) -> bool:
         if not self._applies(request, sub):
             return True
         value = _lookup_attribute(device, self.attribute)
@@ -152,12 +160,12 @@ class _Constraint:
         self.values.append(value)
         return True
 
-    def remove(self, request: str, sub: str | None, device: _Device) -> None:
+    def remove(self, request: str, sub: str | None, device: PoolDevice) -> None:
         if self._applies(request, sub):
             self.values.pop()
 
 
-def _lookup_attribute(device: _Device, name: str) -> tuple[str, Any] | None:
+def _lookup_attribute(device: PoolDevice, name: str) -> tuple[str, Any] | None:
     attrs = device.spec.attributes
     attr = attrs.get(name)
     if attr is None:
@@ -254,6 +262,14 @@ def _fits_capacity(
     return True
 
 
+@functools.lru_cache(maxsize=16384)
+def _on_node(name: str) -> NodeSelector:
+    """A node-local allocation's selector (immutable: one per node, shared by its allocations)."""
+    return NodeSelector(
+        (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (name,)),)),)
+    )
+
+
 # --- the allocator ------------------------------------------------------------------------------
 
 
@@ -283,6 +299,11 @@ class Allocator:
             else:
                 self.slices_shared.append(s)
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        # What the pod's claims ask, validated (or the error that made them invalid), made at the
+        # first node and reused for the others (the reference's allocator does it in its
+        # constructor): it depends on the claims and classes only, unless a request asks for all
+        # devices, whose number is the node's.
+        self._prepared: _Prepared | None = None
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> list[AllocationResult] | None:
         run = _Run(self, node, claims)
@@ -325,7 +346,7 @@ class _Run:
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self.results: list[list[_Result]] = [[] for _ in self.claims]
-        self.devices: dict[int, list[_Device]] = {}  # id(slice) -> its devices (slices outlive the run)
+        self.selected: dict[tuple[int, int], int] = {}  # (claim, request) -> firstAvailable's chosen one
 
     # -- setup --
 
@@ -335,8 +356,14 @@ class _Run:
             self.pools = self.a.pool_cache.get(slices, self.node, self.features, self.a.all_slices)
         except ValueError as exc:
             raise AllocationError(f"gather pool information: {exc}") from None
-        for ci, claim in enumerate(self.claims):
-            self._prepare_claim(ci, claim)
+        prepared = self.a._prepared
+        if prepared is not None and prepared.fits(self.claims):
+            if prepared.error is not None:
+                raise AllocationError(prepared.error)
+            self.requests = prepared.requests
+            self.constraints = [[_Constraint(*c) for c in specs] for specs in prepared.constraints]
+        else:
+            self._prepare()
         limit = sys.getrecursionlimit()
         if limit < 10_000:
             sys.setrecursionlimit(10_000)
@@ -349,6 +376,28 @@ class _Run:
                 raise InvalidPoolsError("invalid resource pools were encountered")
             return None
         return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
+
+    def _prepare(self) -> None:
+        """Validate the claims' requests and constraints; kept for the next nodes when that did not
+        depend on this one's pools."""
+        per_node = any(
+            sub.allocation_mode == "All"
+            for claim in self.claims
+            for request in claim.spec.requests
+            for sub in (request.first_available or (request.exactly or DeviceSubRequest(request.name, ""),))
+        )
+        try:
+            for ci, claim in enumerate(self.claims):
+                self._prepare_claim(ci, claim)
+        except AllocationError as exc:
+            if not per_node and type(exc) is AllocationError:
+                self.a._prepared = _Prepared(tuple(self.claims), error=str(exc))
+            raise
+        if not per_node:
+            constraints: list[list[tuple[Collection[str], str, bool]]] = [
+                [(c.requests, c.attribute, c.distinct) for c in cs] for cs in self.constraints
+            ]
+            self.a._prepared = _Prepared(tuple(self.claims), self.requests, constraints)
 
     def _prepare_claim(self, ci: int, claim: ResourceClaim) -> None:
         spec = claim.spec
@@ -432,7 +481,7 @@ class _Run:
                         "is currently invalid"
                     )
                 for slice_ in pool.slices_targeting_node:
-                    for device in self._slice_devices(slice_, pool):
+                    for device in pool.devices(slice_):
                         if not self._selectable(ci, ri, si, req, device):
                             continue
                         if self.features.consumable_capacity and not _fits_capacity(
@@ -445,19 +494,9 @@ class _Run:
             raise AllocationError(f"{where}: unsupported count mode {req.mode}")
         return req
 
-    def _slice_devices(self, slice_: ResourceSlice, pool: Pool) -> list[_Device]:
-        """The slice's devices, made once per allocation: the search walks them at every level."""
-        found = self.devices.get(id(slice_))
-        if found is None:
-            found = self.devices[id(slice_)] = self._make_devices(slice_, pool)
-        return found
-
-    def _make_devices(self, slice_: ResourceSlice, pool: Pool) -> list[_Device]:
-        return [_Device((pool.driver, pool.pool, d.name), d, slice_, pool) for d in slice_.devices]
-
     # -- matching --
 
-    def _selectable(self, ci: int, ri: int, si: int, req: _Request, device: _Device) -> bool:
+    def _selectable(self, ci: int, ri: int, si: int, req: _Request, device: PoolDevice) -> bool:
         spec = device.spec
         if not self.features.device_binding_and_status and spec.binding_conditions:
             return False
@@ -474,24 +513,28 @@ class _Run:
         return result
 
     def _selectors_match(
-        self, ci: int, device: _Device, class_: DeviceClass | None, selectors: Iterable[DeviceSelector]
+        self, ci: int, device: PoolDevice, class_: DeviceClass | None, selectors: Iterable[DeviceSelector]
     ) -> bool:
+        cel_cache = self.a.cel_cache
         for i, selector in enumerate(selectors):
             expression = selector.expression or ""
-            where = (
-                f"class {class_.metadata.name}" if class_ is not None else f"claim {_kobj(self.claims[ci])}"
-            )
-            compiled = self.a.cel_cache.get_or_compile(expression)
+            compiled = cel_cache.get_or_compile(expression)
             if compiled.error is not None:
+                where = self._selector_owner(ci, class_)
                 raise AllocationError(f"{where}: selector #{i}: CEL compile error: {compiled.error}")
             try:
-                if not self.a.cel_cache.device_matches(compiled, expression, device.id[0], device.spec):
+                if not cel_cache.device_matches(compiled, expression, device.id[0], device.spec):
                     return False
             except CelError as exc:
+                where = self._selector_owner(ci, class_)
                 raise AllocationError(
                     f"{where}: selector #{i} on device {_device_id_str(device.id)}: CEL runtime error: {exc}"
                 ) from None
         return True
+
+    def _selector_owner(self, ci: int, class_: DeviceClass | None) -> str:
+        """Whose selector failed, for the error (written only then: matching runs per device)."""
+        return f"class {class_.metadata.name}" if class_ is not None else f"claim {_kobj(self.claims[ci])}"
 
     # -- in-use bookkeeping --
 
@@ -506,13 +549,13 @@ class _Run:
             return True
         return device in self.allocating_capacity
 
-    def _fits_remaining(self, req: _Request, device: _Device) -> bool:
+    def _fits_remaining(self, req: _Request, device: PoolDevice) -> bool:
         current = self.a.allocated_state.aggregated_capacity.get(device.id)
         if (
             current is None
             and req.capacity_requests is None
             and device.id not in self.allocating_capacity
-            and not any(c.request_policy is not None for c in device.spec.capacity.values())
+            and not device.has_policy
         ):
             # Nothing requested and nothing consumed: what is taken is each capacity's whole value,
             # which fits.
@@ -522,7 +565,7 @@ class _Run:
             current, req.capacity_requests, device.spec, self.allocating_capacity.get(device.id)
         )
 
-    def _reserve_counters(self, device: _Device) -> bool:
+    def _reserve_counters(self, device: PoolDevice) -> bool:
         available = self.a.available_counters(device.pool)
         consumed = self.consumed_counters.setdefault(device.pool.id, {})
         self._add_counters(device, consumed, 1)
@@ -534,7 +577,7 @@ class _Run:
                     return False
         return True
 
-    def _add_counters(self, device: _Device, consumed: dict[str, dict[str, Fraction]], sign: int) -> None:
+    def _add_counters(self, device: PoolDevice, consumed: dict[str, dict[str, Fraction]], sign: int) -> None:
         for consumption in device.spec.consumes_counters:
             target = consumed.setdefault(consumption.counter_set, {})
             for cname, amount in consumption.counters.items():
@@ -564,7 +607,7 @@ class _Run:
                     continue
                 all_exceeded = False
                 if success:
-                    self.requests[(ci, ri, 0)].selected_sub = sub
+                    self.selected[(ci, ri)] = sub
                     return True
                 sub += 1
             if all_exceeded:
@@ -592,6 +635,10 @@ class _Run:
                 undo()
             return done
 
+        admin_access = req.admin_access
+        allocated = self.a.allocated_state.allocated_devices
+        allocating = self.allocating
+        capacity = self.features.consumable_capacity
         for pi in range(start[0], len(self.pools)):
             pool = self.pools[pi]
             if pool.incomplete or pool.invalid:
@@ -599,18 +646,18 @@ class _Run:
             slice_start = start[1] if pi == start[0] else 0
             for sli in range(slice_start, len(pool.slices_targeting_node)):
                 slice_ = pool.slices_targeting_node[sli]
-                devices = self._slice_devices(slice_, pool)
+                devices = pool.devices(slice_)
                 dev_start = start[2] if (pi == start[0] and sli == start[1]) else 0
                 for dvi in range(dev_start, len(devices)):
                     device = devices[dvi]
-                    if req.admin_access:
-                        if ci in self.allocating.get(device.id, ()):
+                    if admin_access:
+                        if ci in allocating.get(device.id, ()):
                             continue
-                    elif self._in_use(device.id):
+                    elif device.id in allocated or allocating.get(device.id):  # in use (``_in_use``)
                         continue
                     if not self._selectable(ci, ri, si, req, device):
                         continue
-                    if self.features.consumable_capacity and not self._fits_remaining(req, device):
+                    if capacity and not self._fits_remaining(req, device):
                         continue
                     undo = self._allocate_device(ci, ri, si, req, device, must=False)
                     if undo is None:
@@ -625,7 +672,9 @@ class _Run:
                     undo()
         return False
 
-    def _allocate_device(self, ci: int, ri: int, si: int, req: _Request, device: _Device, must: bool) -> Any:
+    def _allocate_device(
+        self, ci: int, ri: int, si: int, req: _Request, device: PoolDevice, must: bool
+    ) -> Any:
         """Tentatively take the device; return an undo callable, or None when it cannot be taken."""
         multi = self.features.consumable_capacity and device.spec.allow_multiple_allocations
         if not multi and req.admin_access and ci in self.allocating.get(device.id, ()):
@@ -698,21 +747,7 @@ class _Run:
     def _result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
         spec = claim.spec
         binding = self.features.device_binding_and_status
-        results = tuple(
-            DeviceRequestAllocationResult(
-                request=r.request.full_name,
-                driver=r.device.id[0],
-                pool=r.device.id[1],
-                device=r.device.id[2],
-                admin_access=r.request.admin_access,
-                tolerations=r.request.spec.tolerations,
-                binding_conditions=r.device.spec.binding_conditions if binding else (),
-                binding_failure_conditions=r.device.spec.binding_failure_conditions if binding else (),
-                share_id=r.share_id,
-                consumed_capacity=r.consumed or {},
-            )
-            for r in self.results[ci]
-        )
+        results = tuple(self._device_result(r, binding) for r in self.results[ci])
 
         # Entries as (source, requests or None for "all of the claim's", opaque).
         config: list[tuple[str, list[str], Mapping[str, Any] | None]] = []
@@ -721,7 +756,7 @@ class _Run:
         for ri in range(len(requests)):
             req = self.requests[(ci, ri, 0)]
             if req.parent is not None:
-                req = self.requests[(ci, ri, req.selected_sub)]
+                req = self.requests[(ci, ri, self.selected.get((ci, ri), 0))]
             if req.class_ is None:
                 continue
             cname = req.class_.metadata.name
@@ -746,7 +781,7 @@ class _Run:
                 req = self.requests[(ci, ri, 0)]
                 if req.parent is None:
                     continue
-                chosen = self.requests[(ci, ri, req.selected_sub)]
+                chosen = self.requests[(ci, ri, self.selected.get((ci, ri), 0))]
                 if chosen.full_name in wanted:
                     config.append(("FromClaim", wanted, c.opaque))
                     break
@@ -757,12 +792,43 @@ class _Run:
             out_config.append(AllocationConfiguration(source, tuple(listed), opaque))
         return AllocationResult(results, tuple(out_config), self._node_selector(self.results[ci]))
 
+    @staticmethod
+    def _device_result(r: _Result, binding: bool) -> DeviceRequestAllocationResult:
+        """One device's entry; a whole device's is kept on the device for the next pods (the same
+        request name, tolerations and gate make the same entry: only a share differs per claim)."""
+        request = r.request
+        key: tuple[Any, ...] | None = None
+        if r.share_id is None and not r.consumed:
+            key = (request.full_name, request.admin_access, request.spec.tolerations, binding)
+            found = r.device.results.get(key)
+            if found is not None:
+                return found
+        device = r.device
+        result = DeviceRequestAllocationResult(
+            request=request.full_name,
+            driver=device.id[0],
+            pool=device.id[1],
+            device=device.id[2],
+            admin_access=request.admin_access,
+            tolerations=request.spec.tolerations,
+            binding_conditions=device.spec.binding_conditions if binding else (),
+            binding_failure_conditions=device.spec.binding_failure_conditions if binding else (),
+            share_id=r.share_id,
+            consumed_capacity=r.consumed or {},
+        )
+        if key is not None:
+            device.results[key] = result
+        return result
+
     def _covers_all(self, ci: int, listed: Sequence[str]) -> bool:
         for ri, request in enumerate(self.claims[ci].spec.requests):
             if request.name in listed:
                 continue
             req = self.requests[(ci, ri, 0)]
-            if req.parent is not None and self.requests[(ci, ri, req.selected_sub)].full_name in listed:
+            if (
+                req.parent is not None
+                and self.requests[(ci, ri, self.selected.get((ci, ri), 0))].full_name in listed
+            ):
                 continue
             return False
         return True
@@ -777,8 +843,7 @@ class _Run:
             else:
                 node_name, selector = slice_.node_name, slice_.node_selector
             if node_name or device.binds_to_node:
-                name = NodeSelectorRequirement("metadata.name", "In", (self.node.name,))
-                return NodeSelector((NodeSelectorTerm(match_fields=(name,)),))
+                return _on_node(self.node.name)
             if selector is not None:
                 terms = selector.terms
                 if len(terms) == 1:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
+import operator
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
@@ -29,7 +31,7 @@ if TYPE_CHECKING:  # imported when first used: a cluster without claims never ne
 
     from .cel import CelCache
     from .pools import PoolCache
-    from .state import AllocatedState
+    from .state import AllocatedDevices, AllocatedState
     from .taint_rules import TaintRuleCache
 
 __all__ = ["ClaimTracker", "DraManager"]
@@ -52,6 +54,10 @@ class ClaimTracker:
     - *assumed* claims (by key), what PreBind's API write returned, until the informer delivers
       that version or a newer one, so that a PreFilter in between does not see the claim as still
       unallocated.
+
+    The devices of the claims allocated in that overlaid view are kept in an index
+    (:class:`~.state.AllocatedDevices`), brought up to date at each PreFilter from the claims that
+    changed since the last one; the pending allocations are added to each PreFilter's copy.
     """
 
     def __init__(self, objects: Mapping[str, Mapping[str, object]]) -> None:
@@ -60,6 +66,15 @@ class ClaimTracker:
         self._assumed: dict[str, ResourceClaim] = {}  # claim key -> claim as the API returned it
         self._lock = threading.Lock()
         self._write_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # The index of allocated devices and what it was built from: the informer's map (keys and
+        # views, in its order), the claim counted per key (the informer's or the assumed one, when
+        # allocated), and the keys that were assumed then.
+        self._index: AllocatedDevices | None = None
+        self._synced: Mapping[str, ResourceClaim] | None = None
+        self._synced_keys: list[str] = []
+        self._synced_views: list[ResourceClaim] = []
+        self._counted: dict[str, ResourceClaim] = {}
+        self._synced_assumed: set[str] = set()
 
     def write_lock(self, namespace: str, name: str) -> asyncio.Lock:
         """The lock PreBind holds while writing this claim (alive while anyone holds or awaits it)."""
@@ -74,7 +89,10 @@ class ClaimTracker:
 
     def get(self, namespace: str, name: str) -> ResourceClaim | None:
         key = f"{namespace}/{name}"
-        seen = self._informer().get(key)
+        return self._resolve(key, self._informer().get(key))
+
+    def _resolve(self, key: str, seen: ResourceClaim | None) -> ResourceClaim | None:
+        """The claim under ``key``: the assumed one while the informer's (``seen``) is older."""
         assumed = self._assumed.get(key)
         if assumed is not None:
             if seen is not None and seen.metadata.uid == assumed.metadata.uid and _rv(seen) < _rv(assumed):
@@ -116,12 +134,7 @@ class ClaimTracker:
     # -- devices in use --
 
     def allocated_state(self) -> AllocatedState:
-        from .state import AllocatedState
-
-        state = AllocatedState()
-        for claim in self.all():
-            if claim.status.allocation is not None:
-                state.add_allocation(claim.status.allocation)
+        state = self._sync().state()
         informer = self._informer()
         for uid, claim in list(self._pending.items()):
             if claim.status.allocation is None:
@@ -131,6 +144,55 @@ class ClaimTracker:
                 continue  # already counted as allocated
             state.add_allocation(claim.status.allocation)
         return state
+
+    def _sync(self) -> AllocatedDevices:
+        """The index brought up to date with the claims as :meth:`all` shows them.
+
+        Any writer may have replaced a view in the informer's map (the informers, simulate's
+        in-memory client), so what changed is found by identity: in C, comparing the map's views
+        with the last sync's in order (new keys come last); only when a key went (or came back) is
+        the map compared key by key. Each changed claim's allocation is then swapped in the index.
+        """
+        from .state import AllocatedDevices
+
+        informer = self._informer()
+        keys = list(informer)
+        views = list(informer.values())
+        index = self._index
+        before = len(self._synced_keys)
+        if index is None or informer is not self._synced:
+            index = self._index = AllocatedDevices()
+            self._counted = {}
+            changed: list[str] = keys
+        elif len(keys) >= before and keys[:before] == self._synced_keys:
+            moved = map(operator.is_not, views, self._synced_views)
+            changed = [*itertools.compress(self._synced_keys, moved), *keys[before:]]
+        else:
+            last = dict(zip(self._synced_keys, self._synced_views, strict=True))
+            changed = [key for key, view in zip(keys, views, strict=True) if last.pop(key, None) is not view]
+            changed += last  # gone
+        self._synced, self._synced_keys, self._synced_views = informer, keys, views
+        assumed = set(self._assumed)
+        recheck = {*changed, *assumed, *self._synced_assumed} if assumed or self._synced_assumed else changed
+        counted = self._counted
+        for key in recheck:
+            claim = self._resolve(key, informer.get(key))
+            old = counted.get(key)
+            if claim is old:
+                continue
+            old_allocation = old.status.allocation if old is not None else None
+            allocation = claim.status.allocation if claim is not None else None
+            if allocation is not old_allocation:
+                if old_allocation is not None:
+                    index.remove(old_allocation)
+                if allocation is not None:
+                    index.add(allocation)
+            if claim is not None and allocation is not None:
+                counted[key] = claim
+            else:
+                counted.pop(key, None)
+        self._synced_assumed = set(self._assumed)  # less any that resolving found stale
+        return index
 
 
 class DraManager:

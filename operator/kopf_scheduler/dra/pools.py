@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from kopf_scheduler.api.objects import Node
-from kopf_scheduler.api.resource import ResourceSlice
+from kopf_scheduler.api.resource import Device, DeviceID, DeviceRequestAllocationResult, ResourceSlice
 from kopf_scheduler.api.types import NodeSelector
 
 from .features import Features
 
-__all__ = ["Pool", "PoolCache", "node_matches"]
+__all__ = ["Pool", "PoolCache", "PoolDevice", "node_matches"]
 
 
 def node_matches(node: Node, node_name: str, all_nodes: bool, node_selector: NodeSelector | None) -> bool:
@@ -41,10 +42,39 @@ class Pool:
     slices_targeting_node: list[ResourceSlice] = field(default_factory=list)
     slices_not_targeting_node: list[ResourceSlice] = field(default_factory=list)
     counter_sets: dict[str, Mapping[str, Fraction]] = field(default_factory=dict)
+    # id(slice) -> its devices as the allocator walks them: made once while the pool is cached
+    # (every pod's Filter on the node), not once per pod and node.
+    _devices: dict[int, list[PoolDevice]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def id(self) -> tuple[str, str]:
         return (self.driver, self.pool)
+
+    def devices(self, slice_: ResourceSlice) -> list[PoolDevice]:
+        """The devices of one of the pool's slices (which the pool keeps alive, hence the id)."""
+        found = self._devices.get(id(slice_))
+        if found is None:
+            found = self._devices[id(slice_)] = [
+                PoolDevice((self.driver, self.pool, d.name), d, slice_, self) for d in slice_.devices
+            ]
+        return found
+
+
+@dataclass(slots=True, eq=False)
+class PoolDevice:
+    """A device of a pool's slice, with what the allocator asks of it at every node and level."""
+
+    id: DeviceID
+    spec: Device  # the slice's entry for it (typed)
+    slice: ResourceSlice
+    pool: Pool
+    # Whether any capacity has a request policy (a consumed amount other than its whole value).
+    has_policy: bool = field(init=False)
+    # Its allocation result entries by what else they hold (the allocator's ``_device_result``).
+    results: dict[tuple[Any, ...], DeviceRequestAllocationResult] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.has_policy = any(c.request_policy is not None for c in self.spec.capacity.values())
 
 
 def _relevant(slice_: ResourceSlice, node: Node) -> bool:
