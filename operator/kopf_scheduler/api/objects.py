@@ -275,10 +275,11 @@ def _freeze(value: Any) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise _NoKey
-            items.append((key, _freeze(item)))
+            # Strings (most values) inline: what ``_freeze(item)`` returns for them, without the call.
+            items.append((key, item if type(item) is str else _freeze(item)))
         return (dict, tuple(items))
     if kind is list:
-        return (list, tuple([_freeze(item) for item in value]))
+        return (list, tuple([item if type(item) is str else _freeze(item) for item in value]))
     if kind is int or kind is float or kind is bool:
         return (kind, value)
     raise _NoKey  # tuples, Mapping views, ...: rare, and the plain path handles them
@@ -426,7 +427,15 @@ def _containers(spec: Mapping[str, Any], status: Mapping[str, Any]) -> _Containe
         _CONTAINERS[key] = hit
     reqs, host_ports, init_containers, containers = hit
     # Resource is mutable: one per pod (the Fit-only forms are never changed, so they are shared).
-    return dataclasses.replace(reqs, requests=reqs.requests.clone()), host_ports, init_containers, containers
+    # (``dataclasses.replace(reqs, requests=...)``, without its walk over the fields: 1.2 us a pod.)
+    own = PodRequests(
+        requests=reqs.requests.clone(),
+        non_zero_cpu=reqs.non_zero_cpu,
+        non_zero_memory=reqs.non_zero_memory,
+        filter_requests=reqs.filter_requests,
+        score_requests=reqs.score_requests,
+    )
+    return own, host_ports, init_containers, containers
 
 
 # --- objects ----------------------------------------------------------------------------------
@@ -525,14 +534,41 @@ def _pod_group(spec: Mapping[str, Any]) -> str:
 
 
 def parse_node(obj: Mapping[str, Any]) -> Node:
+    # Absent lists (most nodes: no taints, no declared features) skip their parsers; the fields are
+    # still read in the same order, so a malformed node reports the same first error.
     meta = as_mapping(obj.get("metadata"), "metadata")
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
     allocatable_raw = status.get("allocatable")
     if allocatable_raw is None:
         allocatable_raw = status.get("capacity")
+    raw_images = status.get("images")
+    images = _node_images(raw_images) if raw_images is not None else ()
+    taints = spec.get("taints")
+    features = status.get("declaredFeatures")
+    annotations = meta.get("annotations")
+    return Node(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid") or ""),
+        labels=as_str_map(meta.get("labels"), "metadata.labels"),
+        taints=_node_taints(taints) if taints is not None else (),
+        allocatable=parse_resource_list(allocatable_raw, "status.allocatable"),
+        unschedulable=bool(spec.get("unschedulable")),
+        images=images,
+        declared_features=tuple([str(f) for f in as_list(features, "status.declaredFeatures")])
+        if features is not None
+        else (),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        annotations=as_str_map(annotations, "metadata.annotations") if annotations is not None else {},
+        conditions=_node_conditions(status.get("conditions")),
+        preemption_policy=_preemption_policy(spec.get("podPreemptionPolicy")),
+        raw=obj,
+    )
+
+
+def _node_images(raw: Any) -> tuple[tuple[tuple[str, ...], int], ...]:
     images: list[tuple[tuple[str, ...], int]] = []
-    for i, img in enumerate(as_list(status.get("images"), "status.images")):
+    for i, img in enumerate(as_list(raw, "status.images")):
         img = as_mapping(img, f"status.images[{i}]")
         images.append(
             (
@@ -540,26 +576,11 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
                 as_int(img.get("sizeBytes"), f"status.images[{i}].sizeBytes"),
             )
         )
-    return Node(
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid") or ""),
-        labels=as_str_map(meta.get("labels"), "metadata.labels"),
-        taints=tuple(
-            parse_taint(t, f"spec.taints[{i}]")
-            for i, t in enumerate(as_list(spec.get("taints"), "spec.taints"))
-        ),
-        allocatable=parse_resource_list(allocatable_raw, "status.allocatable"),
-        unschedulable=bool(spec.get("unschedulable")),
-        images=tuple(images),
-        declared_features=tuple(
-            str(f) for f in as_list(status.get("declaredFeatures"), "status.declaredFeatures")
-        ),
-        resource_version=str(meta.get("resourceVersion") or ""),
-        annotations=as_str_map(meta.get("annotations"), "metadata.annotations"),
-        conditions=_node_conditions(status.get("conditions")),
-        preemption_policy=_preemption_policy(spec.get("podPreemptionPolicy")),
-        raw=obj,
-    )
+    return tuple(images)
+
+
+def _node_taints(raw: Any) -> tuple[Taint, ...]:
+    return tuple(parse_taint(t, f"spec.taints[{i}]") for i, t in enumerate(as_list(raw, "spec.taints")))
 
 
 def _preemption_policy(raw: Any) -> Mapping[str, Any] | None:

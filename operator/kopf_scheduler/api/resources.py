@@ -101,11 +101,17 @@ def parse_resource_list(raw: Any, path: str) -> Resource:
     nodes listed at start-up: ~18 ms before the first cycle); a hit is a clone (~0.8 us).
     """
     key = None
-    if type(raw) is dict and all(type(q) is str for q in raw.values()):
-        key = tuple(raw.items())
-        found = _PARSED.get(key)
+    if type(raw) is dict:
+        # Looked up before the values' types are checked: only lists of strings are stored, and
+        # nothing JSON decodes to equals a string but a string (an unhashable value: no key).
+        try:
+            found = _PARSED.get(tuple(raw.items()))
+        except TypeError:
+            found = None
         if found is not None:
             return found.clone()
+        if all(type(q) is str for q in raw.values()):
+            key = tuple(raw.items())
     res = _to_resource(_parse_rlist(raw, path))
     if key is not None:
         if len(_PARSED) >= _PARSED_MAX:

@@ -160,15 +160,17 @@ class Cache:
         return info
 
     def add_node(self, node: Node) -> NodeInfo:
-        info = self._nodes.get(node.name)
+        nodes = self._nodes
+        info = nodes.get(node.name)
         if info is None:
-            info = self._node_info(node.name)
-        elif info.node is not None:
-            self._remove_images(info.node.name)
+            nodes[node.name] = info = NodeInfo()  # added last: the most recently changed already
+        else:
+            if info.node is not None:
+                self._remove_images(info.node.name)
+            self._touch(node.name)
         self._tree.add(node)
         self._add_images(node, info)
         info.set_node(node)
-        self._touch(node.name)
         return info
 
     def update_node(self, old: Node | None, new: Node) -> NodeInfo:
@@ -203,6 +205,10 @@ class Cache:
         self._remove_images(name)
 
     def _add_images(self, node: Node, info: NodeInfo) -> None:
+        if not node.images:  # no status.images (a node no kubelet reports on): nothing to count
+            self._node_images[node.name] = ()
+            info.image_states = {}
+            return
         names: list[str] = []
         for image_names, size in node.images:
             for image in image_names:
@@ -335,6 +341,8 @@ class Cache:
 
     def update_snapshot(self, snapshot: Snapshot) -> int:
         """Bring ``snapshot`` up to date; returns how many NodeInfos were copied into it."""
+        if not len(snapshot) and len(self._tree):
+            return self._build_snapshot(snapshot)
         changed: dict[str, NodeInfo] = {}
         for name in reversed(self._nodes):
             info = self._nodes[name]
@@ -370,6 +378,23 @@ class Cache:
             snapshot.rebuild(infos)
             self._snapshot_tree_version[snapshot] = self._tree.version
         return len(clones)
+
+    def _build_snapshot(self, snapshot: Snapshot) -> int:
+        """``update_snapshot`` of an empty snapshot (the first cycle's): every node is copied, so
+        the rows are the tree's nodes cloned in its order, without the changed-node bookkeeping."""
+        nodes = self._nodes
+        copied = 0
+        for name in reversed(nodes):
+            info = nodes[name]
+            if info.generation <= snapshot.generation:
+                break
+            if info.node is not None:
+                copied += 1
+        snapshot.generation = max(snapshot.generation, nodes[next(reversed(nodes))].generation)
+        clone = self._clone
+        snapshot.rebuild([clone(nodes[name]) for name in self._tree.list()])
+        self._snapshot_tree_version[snapshot] = self._tree.version
+        return copied
 
     def restore_snapshot_nodes(self, snapshot: Snapshot, names: Iterable[str]) -> None:
         for name in names:

@@ -257,21 +257,32 @@ class Informer(Generic[T]):
         except Exception:
             logger.exception("%s handler failed for %s", self.kind, fn)
 
-    def _upsert(self, raw: Mapping[str, Any]) -> None:
+    def _upsert(self, raw: Mapping[str, Any], key: str | None = None) -> None:
+        """``key``: ``object_key(raw)``, when the caller has it already (a listing)."""
         _trim(raw)
-        key = object_key(raw)
+        if key is None:
+            key = object_key(raw)
         parsed = self._parse(raw)
-        old = self.store.get(key)
+        store = self.store
+        old = store.get(key)
         if parsed is None:  # became malformed: forget it rather than keep a stale view
             if old is not None:
-                del self.store[key]
+                del store[key]
                 self._safely(self.handlers.delete, old[1])
             return
-        self.store[key] = (_rv(raw), parsed)
-        if old is None:
-            self._safely(self.handlers.add, parsed)
-        else:
-            self._safely(self.handlers.update, old[1], parsed)
+        store[key] = (_rv(raw), parsed)
+        # ``_safely`` inline: a listing adds every object through here.
+        try:
+            if old is None:
+                self.handlers.add(parsed)
+            else:
+                self.handlers.update(old[1], parsed)
+        except Exception:
+            logger.exception(
+                "%s handler failed for %s",
+                self.kind,
+                self.handlers.add if old is None else self.handlers.update,
+            )
 
     def _remove(self, raw: Mapping[str, Any]) -> None:
         old = self.store.pop(object_key(raw), None)
@@ -360,6 +371,7 @@ class Informer(Generic[T]):
         rv = ""
         try:
             with _gc_paused():
+                store, upsert = self.store, self._upsert
                 while (page := await pages.get()) is not None:
                     if isinstance(page, BaseException):
                         raise page
@@ -370,9 +382,9 @@ class Informer(Generic[T]):
                             continue
                         key = object_key(raw)
                         seen.add(key)
-                        prior = self.store.get(key)
+                        prior = store.get(key)
                         if prior is None or prior[0] != _rv(raw):
-                            self._upsert(raw)
+                            upsert(raw, key)
                         if n % 1000 == 999:
                             await asyncio.sleep(0)  # binds and watch handlers run between chunks
         finally:

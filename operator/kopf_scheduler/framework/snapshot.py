@@ -8,6 +8,7 @@ only the rows of nodes whose generation changed since the last snapshot.
 from __future__ import annotations
 
 import itertools
+import operator
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +32,16 @@ __all__ = ["BASE_COLUMNS", "NodeArrays", "RowList", "Snapshot"]
 _layouts = itertools.count(1)
 
 BASE_COLUMNS = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+
+
+_allocatable = operator.attrgetter("allocatable")
+_requested = operator.attrgetter("requested")
+_non_zero_requested = operator.attrgetter("non_zero_requested")
+_pods = operator.attrgetter("pods")
+_node = operator.attrgetter("node")
+_base_amounts = operator.attrgetter("milli_cpu", "memory", "ephemeral_storage", "allowed_pod_number")
+_base_requests = operator.attrgetter("milli_cpu", "memory", "ephemeral_storage")
+_cpu_memory = operator.attrgetter("milli_cpu", "memory")
 
 
 class NodeArrays:
@@ -74,6 +85,44 @@ class NodeArrays:
         self.unschedulable[i] = bool(node and node.unschedulable)
         self.has_hard_taints[i] = any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in taints)
         self.prefer_no_schedule_taints[i] = sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE)
+
+    def set_rows(self, infos: Sequence[NodeInfo]) -> None:
+        """``set_row(i, infos[i])`` for every row: each column filled from one list at once, so
+        that a snapshot built from nothing (5,000 nodes at the first cycle) costs a list per
+        column instead of a numpy assignment per cell."""
+        if len(infos) != len(self.unschedulable):
+            raise ValueError(f"{len(infos)} NodeInfos for {len(self.unschedulable)} rows")
+        if not infos:
+            return
+        n = len(infos)
+
+        def column(get: Callable[[Any], tuple[int, ...]], width: int, objs: Iterable[Any]) -> np.ndarray:
+            flat = itertools.chain.from_iterable(map(get, objs))
+            return np.fromiter(flat, dtype=np.int64, count=n * width).reshape(n, width)
+
+        self.allocatable[:, :4] = column(_base_amounts, 4, map(_allocatable, infos))
+        self.requested[:, :3] = column(_base_requests, 3, map(_requested, infos))
+        self.requested[:, 3] = np.fromiter(map(len, map(_pods, infos)), dtype=np.int64, count=n)
+        self.non_zero_requested[:] = column(_cpu_memory, 2, map(_non_zero_requested, infos))
+        nodes = list(map(_node, infos))
+        self.unschedulable[:] = [bool(node and node.unschedulable) for node in nodes]
+        self.has_hard_taints[:] = False
+        self.prefer_no_schedule_taints[:] = 0
+        for i, node in enumerate(nodes):
+            if node is not None and node.taints:
+                taints = node.taints
+                self.has_hard_taints[i] = any(t.effect in (NO_SCHEDULE, NO_EXECUTE) for t in taints)
+                self.prefer_no_schedule_taints[i] = sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE)
+        cols = self.columns
+        if len(cols) > 4:
+            self.allocatable[:, 4:] = 0
+            self.requested[:, 4:] = 0
+            for i, info in enumerate(infos):
+                for name, amount in info.allocatable.scalar.items():
+                    self.allocatable[i, cols[name]] = amount
+                for name, amount in info.requested.scalar.items():
+                    if name in cols:
+                        self.requested[i, cols[name]] = amount
 
 
 class RowList:
@@ -173,11 +222,17 @@ class Snapshot:
             for name in info.allocatable.scalar:
                 scalars[name] = None
         self.arrays = NodeArrays(len(self.node_infos), scalars)
-        self.row_generation = np.zeros(len(self.node_infos), dtype=np.int64)
-        self._row_of = {}
-        for i, info in enumerate(self.node_infos):
-            self.arrays.set_row(i, info)
-            self._track(i, info)
+        self.arrays.set_rows(self.node_infos)
+        # What ``_track`` does row by row, for all rows at once.
+        self.row_generation = np.array([info.generation for info in self.node_infos], dtype=np.int64)
+        self._row_of = {id(info): i for i, info in enumerate(self.node_infos)}
+        notify = self._notify
+        for info in self.node_infos:
+            watchers = info.watchers
+            if watchers is None:
+                info.watchers = [notify]
+            elif notify not in watchers:
+                watchers.append(notify)
         self.layout = next(_layouts)
         self._with_affinity = None
         self._with_anti_affinity = None
