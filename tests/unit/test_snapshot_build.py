@@ -184,3 +184,34 @@ def test_parse_node_reports_the_first_malformed_field(parts: dict[str, Any], pat
     with pytest.raises(ObjectError) as err:
         parse_node(_node(**parts))
     assert err.value.path == path
+
+
+def test_image_rows_and_affinity_lists_equal_a_rescan() -> None:
+    cache = _cache(random.Random(11), 30)
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    infos = snap.list()
+    assert [i for i in infos if i.image_states] and [i for i in infos if not i.image_states]
+    for image in [f"img{k}" for k in range(6)]:
+        want = [
+            (row, info.image_states[image]) for row, info in enumerate(infos) if image in info.image_states
+        ]
+        got = snap.image_rows(image)
+        if not want:
+            assert got is None
+            continue
+        assert got is not None
+        rows, sizes, nums = got
+        assert rows.tolist() == [row for row, _ in want]
+        assert sizes.tolist() == [float(st.size) for _, st in want]
+        assert nums.tolist() == [float(st.num_nodes) for _, st in want]
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"a": "b"}}}
+    ]}}  # fmt: skip
+    cache.add_pod(make_pod("anti", node_name=infos[5].name, affinity=affinity))
+    cache.update_snapshot(snap)
+    assert [i.name for i in snap.have_pods_with_affinity_list()] == [infos[5].name]
+    assert [i.name for i in snap.have_pods_with_required_anti_affinity_list()] == [infos[5].name]
+    fresh = Snapshot()
+    cache.update_snapshot(fresh)  # built from nothing: the lists are scanned, not kept up to date
+    assert [i.name for i in fresh.have_pods_with_required_anti_affinity_list()] == [infos[5].name]

@@ -136,7 +136,7 @@ class RowList:
 
     def __init__(self, infos: Sequence[NodeInfo], pred: Callable[[NodeInfo], object]) -> None:
         self._pred = pred
-        self._rows = [i for i, info in enumerate(infos) if pred(info)]
+        self._rows = list(itertools.compress(range(len(infos)), map(pred, infos)))  # C-speed scan
         self._infos = [infos[i] for i in self._rows]
         self._cached: list[NodeInfo] | None = None
 
@@ -164,12 +164,10 @@ class RowList:
         return self._cached
 
 
-def _has_affinity(info: NodeInfo) -> bool:
-    return bool(info.pods_with_affinity)
-
-
-def _has_required_anti_affinity(info: NodeInfo) -> bool:
-    return bool(info.pods_with_required_anti_affinity)
+# Truthy when the node has such pods (attrgetters: RowList scans every row with them once a layout).
+_has_affinity = operator.attrgetter("pods_with_affinity")
+_has_required_anti_affinity = operator.attrgetter("pods_with_required_anti_affinity")
+_image_states = operator.attrgetter("image_states")
 
 
 class Snapshot:
@@ -303,9 +301,10 @@ class Snapshot:
         ImageLocality's arithmetic); None when no node has it."""
         if self._image_index is None:
             index: dict[str, dict[int, ImageState]] = {}
-            for i, info in enumerate(self.node_infos):
-                for name, st in info.image_states.items():
-                    index.setdefault(name, {})[i] = st
+            for i, states in enumerate(map(_image_states, self.node_infos)):
+                if states:  # most nodes' list no image (no kubelet reports them, or none yet)
+                    for name, st in states.items():
+                        index.setdefault(name, {})[i] = st
             self._image_index = index
         hit = self._image_arrays.get(image)
         if hit is None:
