@@ -14,6 +14,7 @@ not fit on this node" is ``None``.
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -126,12 +127,12 @@ class _Prepared:
     requests: dict[tuple[int, int, int], _Request] = field(default_factory=dict)
     constraints: list[list[tuple[Collection[str], str, bool]]] = field(default_factory=list)
     error: str | None = None
+    # A claim's allocation config by its index, once made, when no firstAvailable choice shapes it.
+    configs: dict[int, tuple[AllocationConfiguration, ...]] = field(default_factory=dict)
 
     def fits(self, claims: Sequence[ResourceClaim]) -> bool:
         """Whether these are the same claims (the extended-resource one is made anew per node)."""
-        return len(claims) == len(self.claims) and all(
-            a is b for a, b in zip(claims, self.claims, strict=True)
-        )
+        return len(claims) == len(self.claims) and all(map(operator.is_, claims, self.claims))
 
 
 class _Constraint:
@@ -347,6 +348,7 @@ class _Run:
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self.results: list[list[_Result]] = [[] for _ in self.claims]
         self.selected: dict[tuple[int, int], int] = {}  # (claim, request) -> firstAvailable's chosen one
+        self.prepared: _Prepared | None = None  # the claims as validated at an earlier node, if reused
 
     # -- setup --
 
@@ -362,6 +364,7 @@ class _Run:
                 raise AllocationError(prepared.error)
             self.requests = prepared.requests
             self.constraints = [[_Constraint(*c) for c in specs] for specs in prepared.constraints]
+            self.prepared = prepared
         else:
             self._prepare()
         limit = sys.getrecursionlimit()
@@ -745,10 +748,21 @@ class _Run:
     # -- the result --
 
     def _result(self, ci: int, claim: ResourceClaim) -> AllocationResult:
-        spec = claim.spec
         binding = self.features.device_binding_and_status
         results = tuple(self._device_result(r, binding) for r in self.results[ci])
+        prepared = self.prepared
+        config = prepared.configs.get(ci) if prepared is not None else None
+        if config is None:
+            config = self._config(ci, claim)
+            if prepared is not None and all(
+                self.requests[(ci, ri, 0)].parent is None for ri in range(len(claim.spec.requests))
+            ):
+                prepared.configs[ci] = config
+        return AllocationResult(results, config, self._node_selector(self.results[ci]))
 
+    def _config(self, ci: int, claim: ResourceClaim) -> tuple[AllocationConfiguration, ...]:
+        """The claim's configuration entries: its classes', then its own, for the requests chosen."""
+        spec = claim.spec
         # Entries as (source, requests or None for "all of the claim's", opaque).
         config: list[tuple[str, list[str], Mapping[str, Any] | None]] = []
         class_ranges: dict[str, tuple[int, int]] = {}
@@ -790,7 +804,7 @@ class _Run:
             if listed and self._covers_all(ci, listed):
                 listed = []
             out_config.append(AllocationConfiguration(source, tuple(listed), opaque))
-        return AllocationResult(results, tuple(out_config), self._node_selector(self.results[ci]))
+        return tuple(out_config)
 
     @staticmethod
     def _device_result(r: _Result, binding: bool) -> DeviceRequestAllocationResult:

@@ -8,6 +8,7 @@ invalid one (duplicate device names, unknown counter sets) neither.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -104,14 +105,10 @@ class PoolCache:
         features: Features,
         all_slices: Sequence[ResourceSlice],
     ) -> list[Pool]:
-        key = (id(node), tuple(id(s) for s in slices_for_node))
+        key = (id(node), tuple(map(id, slices_for_node)))
         found = self._cached.get(key)
-        if (
-            found is not None
-            and found[0] is node
-            and all(a is b for a, b in zip(found[1], slices_for_node, strict=True))
-        ):
-            return found[2]
+        if found is not None and found[0] is node and all(map(operator.is_, found[1], slices_for_node)):
+            return found[2]  # the same ids, as many: the same objects
         pools, local = _gather(slices_for_node, node, features, all_slices)
         if local:
             if len(self._cached) >= self._max:

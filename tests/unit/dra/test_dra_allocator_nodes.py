@@ -134,3 +134,36 @@ def test_an_invalid_claim_fails_alike_at_every_node() -> None:
         ]
         * 3
     )
+
+
+@pytest.mark.parametrize("raw", [SAME_MODEL, BIG_OR_SMALL], ids=["exactly", "first-available"])
+def test_each_node_gets_the_configuration_a_fresh_allocator_gives_it(raw: dict[str, Any]) -> None:
+    opaque = {"opaque": {"driver": DRIVER_A, "parameters": {"x": 1}}}
+    classes = {CLASS_A: device_class(CLASS_A, DRIVER_A, config=[opaque])}
+    wanted = [REQ0] if raw is SAME_MODEL else [f"{REQ0}/small"]
+    raw = {**raw, "spec": {"devices": {**raw["spec"]["devices"], "config": [{"requests": wanted, **opaque}]}}}
+    claims = [parse_resource_claim(raw)]
+
+    def configs(allocator: Allocator, name: str) -> Any:
+        got = allocator.allocate(NODES[name], claims)
+        return None if got is None else [allocation_to_api(a)["devices"].get("config") for a in got]
+
+    fresh = {name: configs(_allocator(PoolCache(), classes), name) for name in NODES}
+    assert any(fresh.values())
+    shared = _allocator(PoolCache(), classes)
+    for name in (NODE2, NODE1, NODE3, NODE2, NODE1):
+        assert configs(shared, name) == fresh[name], name
+
+
+def test_score_counts_the_chosen_first_available_subrequest_only() -> None:
+    from kopf_scheduler.plugins.dynamic_resources.dynamic_resources import FIRST_AVAILABLE_MAX, _score
+
+    claims = [parse_resource_claim(BIG_OR_SMALL), parse_resource_claim(SAME_MODEL)]
+    for name, index in ((NODE1, 1), (NODE2, 0)):
+        allocations = [_allocator(PoolCache()).allocate(NODES[name], [c]) for c in claims]
+        if name == NODE1:
+            assert allocations[1] is not None
+        got = [a[0] for a in allocations if a is not None]
+        assert _score(claims, got) == FIRST_AVAILABLE_MAX - index, name
+    (exactly,) = _allocator(PoolCache()).allocate(NODES[NODE2], claims[1:]) or []
+    assert _score(claims[1:], [exactly]) == 0

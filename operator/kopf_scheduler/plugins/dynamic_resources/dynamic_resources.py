@@ -159,6 +159,10 @@ class _StateData:
     extended_index: int | None = None
     extended: dict[str, int] = field(default_factory=dict)
     node_extended: dict[str, tuple[ResourceClaim, list[dict[str, str]]]] = field(default_factory=dict)
+    # The claims Filter allocates at every node, when none is made per node (no extended-resource
+    # claim), and whether any allocated claim restricts the nodes: set at PreFilter's end.
+    allocating: list[ResourceClaim] | None = None
+    restricted: bool = False
 
     def clone(self) -> _StateData:
         return self  # as the reference: shared between the cycle and its clones
@@ -412,6 +416,9 @@ class DynamicResources(Plugin):
                 self.dra.pools,
             )
         s.claims, s.infos = claims, infos
+        if s.extended_index is None:
+            s.allocating = [c for _, c in s.to_allocate()]
+        s.restricted = any(info.available_on is not None for info in infos)
         return None, None
 
     @staticmethod
@@ -445,22 +452,31 @@ class DynamicResources(Plugin):
                 requests, mappings = requests_and_mappings(pod, needed, by_name)
                 for_node = node_claim(extended_claim, requests)
                 s.node_extended[node.name] = (for_node, mappings)
-        unavailable = [
-            i
-            for i, info in enumerate(s.infos)
-            if info.available_on is not None
-            and (
-                node.name not in info.on_nodes
-                if info.on_nodes is not None
-                else not info.available_on.matches(node.name, node.labels)
-            )
-        ]
+        unavailable = (
+            [
+                i
+                for i, info in enumerate(s.infos)
+                if info.available_on is not None
+                and (
+                    node.name not in info.on_nodes
+                    if info.on_nodes is not None
+                    else not info.available_on.matches(node.name, node.labels)
+                )
+            ]
+            if s.restricted
+            else []
+        )
         if s.allocator is not None:
             from kopf_scheduler.dra.allocator import AllocationError, InvalidPoolsError
 
-            claims = [
-                for_node if i == s.extended_index and for_node is not None else c for i, c in s.to_allocate()
-            ]
+            claims = (
+                s.allocating
+                if s.allocating is not None
+                else [
+                    for_node if i == s.extended_index and for_node is not None else c
+                    for i, c in s.to_allocate()
+                ]
+            )
             try:
                 results = s.allocator.allocate(node, claims)
             except InvalidPoolsError as exc:
@@ -880,6 +896,8 @@ def _score(claims: Sequence[ResourceClaim], allocations: Sequence[AllocationResu
         allocation = claim.status.allocation or next(pending, None)
         if allocation is None:
             return 0
+        if all(request.exactly is not None for request in claim.spec.requests):
+            continue  # no firstAvailable: nothing to score
         chosen = {r.request for r in allocation.results if "/" in r.request}
         for request in claim.spec.requests:
             if request.exactly is not None:
