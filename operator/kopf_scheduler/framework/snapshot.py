@@ -35,6 +35,8 @@ BASE_COLUMNS = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 
 
 _allocatable = operator.attrgetter("allocatable")
+_name = operator.attrgetter("name")
+_generation = operator.attrgetter("generation")
 _requested = operator.attrgetter("requested")
 _non_zero_requested = operator.attrgetter("non_zero_requested")
 _pods = operator.attrgetter("pods")
@@ -210,20 +212,21 @@ class Snapshot:
     # -- building (the cache calls these) --
 
     def rebuild(self, node_infos: Sequence[NodeInfo]) -> None:
-        self.node_infos = list(node_infos)
-        self._info_array = np.empty(len(self.node_infos), dtype=object)
-        for i, info in enumerate(self.node_infos):  # one by one: numpy must not look inside them
-            self._info_array[i] = info
-        self.index = {info.name: i for i, info in enumerate(self.node_infos)}
+        infos = self.node_infos = list(node_infos)
+        n = len(infos)
+        # fromiter: numpy must not look inside the NodeInfos (element by element, as objects).
+        self._info_array = np.fromiter(infos, dtype=object, count=n)
+        self.index = dict(zip(map(_name, infos), range(n), strict=True))
         scalars: dict[str, None] = {}
-        for info in self.node_infos:
-            for name in info.allocatable.scalar:
-                scalars[name] = None
-        self.arrays = NodeArrays(len(self.node_infos), scalars)
-        self.arrays.set_rows(self.node_infos)
+        for allocatable in map(_allocatable, infos):
+            if allocatable.scalar:
+                for name in allocatable.scalar:
+                    scalars[name] = None
+        self.arrays = NodeArrays(n, scalars)
+        self.arrays.set_rows(infos)
         # What ``_track`` does row by row, for all rows at once.
-        self.row_generation = np.array([info.generation for info in self.node_infos], dtype=np.int64)
-        self._row_of = {id(info): i for i, info in enumerate(self.node_infos)}
+        self.row_generation = np.fromiter(map(_generation, infos), dtype=np.int64, count=n)
+        self._row_of = dict(zip(map(id, infos), range(n), strict=True))
         notify = self._notify
         for info in self.node_infos:
             watchers = info.watchers
