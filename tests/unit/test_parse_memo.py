@@ -63,12 +63,13 @@ def test_memo_hands_each_pod_its_own_requests() -> None:
     assert parse_pod(_rich("c")).requests == b.requests
 
 
-@pytest.mark.parametrize("odd", [1, 1.0, True, "1"])
+@pytest.mark.parametrize("odd", [1, 1.0, True, "1", None])
 def test_memo_keys_distinguish_equal_comparing_types(odd: Any) -> None:
-    """``1 == 1.0 == True`` in Python: a memo keyed loosely would accept True after 1."""
+    """``1 == 1.0 == True`` in Python: a memo keyed loosely would accept True after 1 (or an
+    explicit null after a value)."""
     good = _rich("good")
     parse_pod(good)
-    for value in (odd, 1, 1.0, True, "1"):
+    for value in (odd, 1, 1.0, True, "1", None):
         raw = copy.deepcopy(good)
         raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = value
         raw["spec"]["tolerations"][0]["tolerationSeconds"] = value

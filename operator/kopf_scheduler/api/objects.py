@@ -275,8 +275,14 @@ def _freeze(value: Any) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise _NoKey
-            # Strings (most values) inline: what ``_freeze(item)`` returns for them, without the call.
-            items.append((key, item if type(item) is str else _freeze(item)))
+            # Scalars (most values) inline: what ``_freeze(item)`` returns for them, without the call.
+            item_kind = type(item)
+            if item_kind is str or item is None:
+                items.append((key, item))
+            elif item_kind is int or item_kind is float or item_kind is bool:
+                items.append((key, (item_kind, item)))
+            else:
+                items.append((key, _freeze(item)))
         return (dict, tuple(items))
     if kind is list:
         return (list, tuple([item if type(item) is str else _freeze(item) for item in value]))
@@ -382,7 +388,12 @@ def _containers_key(spec: Mapping[str, Any]) -> Any:
                 )
             )
         groups.append(tuple(keys))
-    return (*groups, _freeze(spec.get("overhead")), _freeze(spec.get("resources")))
+    overhead, resources = spec.get("overhead"), spec.get("resources")
+    return (
+        *groups,
+        None if overhead is None else _freeze(overhead),
+        None if resources is None else _freeze(resources),
+    )
 
 
 def _status_key(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Any:
