@@ -8,12 +8,16 @@ Categories (each counted only where it applies, so a rate is over decisions that
   bound, fewer than 100 nodes: above that percentageOfNodesToScore makes the set a sample);
 - ``nomination``: the same nominated node and the same victims (either side preempted);
 - ``condition``: the PodScheduled condition's reason and message (live only; either side failed).
+
+A gang's members are judged by the same rules, once each side's members are paired with the
+reference's so that the most pairs agree (``match_interchangeable``): the members are one template,
+and which of them a scheduler tried first, or which of two tied nodes each got, is its own affair.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,6 +27,7 @@ __all__ = [
     "Outcome",
     "Tally",
     "judge",
+    "match_interchangeable",
     "message_parts",
     "reason_diffs",
     "signature",
@@ -66,6 +71,8 @@ class Decision:
     simulated: Outcome | None = None
     verdicts: dict[str, dict[str, bool]] = field(default_factory=dict)  # mode -> category -> agreed
     scores: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> plugin (and "final") -> score
+    gang: str = ""  # ns/name of the PodGroup when the pod is a member of a generated gang
+    repaired: list[str] = field(default_factory=list)  # modes whose outcome here is another member's
 
 
 def judge(ref: Outcome, other: Outcome, best: Iterable[str], nodes: int, *, live: bool) -> dict[str, bool]:
@@ -84,6 +91,42 @@ def judge(ref: Outcome, other: Outcome, best: Iterable[str], nodes: int, *, live
     if ref.nominated or ref.victims or other.nominated or other.victims:
         out["nomination"] = (other.nominated, sorted(other.victims)) == (ref.nominated, sorted(ref.victims))
     return out
+
+
+def match_interchangeable(
+    refs: Sequence[tuple[Outcome, Iterable[str]]], others: Sequence[Outcome], nodes: int, *, live: bool
+) -> list[int]:
+    """For interchangeable pods (a gang's members): ``order[i]`` is the index into ``others`` paired
+    with ``refs[i]`` (outcome, best-score set), pairing as many as agree in every category (a
+    maximum bipartite matching, each member with its own copy where that agrees); the rest are
+    paired in their given order, and disagree."""
+    best = [list(b) for _, b in refs]
+    agrees = [
+        [all(judge(ref, other, best[i], nodes, live=live).values()) for other in others]
+        for i, (ref, _) in enumerate(refs)
+    ]
+    owner: dict[int, int] = {}  # index in others -> index in refs
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j, ok in enumerate(agrees[i]):
+            if ok and j not in seen:
+                seen.add(j)
+                if j not in owner or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    for i in range(min(len(refs), len(others))):  # a member and its own copy first
+        if agrees[i][i]:
+            owner[i] = i
+    for i in range(len(refs)):
+        if i not in owner.values():
+            augment(i, set())
+    order = [-1] * len(refs)
+    for j, i in owner.items():
+        order[i] = j
+    spare = iter(j for j in range(len(others)) if j not in owner)
+    return [j if j >= 0 else next(spare) for j in order]
 
 
 _COUNTED = re.compile(r"^\d+ ")

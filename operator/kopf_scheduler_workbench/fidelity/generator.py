@@ -10,7 +10,8 @@ ports, inter-pod (anti-)affinity with namespaces/namespaceSelector/matchLabelKey
 (both actions, minDomains, inclusion policies, matchLabelKeys, system defaults via owners and
 Services), images, unschedulable nodes, priorities with preemption and PDBs, PVC/PV/StorageClass
 (WaitForFirstConsumer, zones, CSINode limits), DRA (DeviceClasses, node-local and zone-wide
-ResourceSlices, claims with counts, CEL selectors, constraints, firstAvailable, shared claims), and
+ResourceSlices, claims with counts, CEL selectors, constraints, firstAvailable, shared claims), gangs
+(opt-in: PodGroups with minCount, their members created before or after the group, in any order), and
 now and then more than 100 nodes.
 
 Objects are only ever what the apiserver accepts; values are picked so every scheduler outcome
@@ -19,6 +20,7 @@ Objects are only ever what the apiserver accepts; values are picked so every sch
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +28,7 @@ from typing import Any
 __all__ = [
     "CSI_DRIVER",
     "EXTENDED",
+    "GANG_API",
     "PRIORITY_CLASSES",
     "RUNTIME_CLASS",
     "Features",
@@ -57,12 +60,15 @@ IMAGES = {
     "registry.example.com/tiny:1": 5 * 2**20,
 }
 APPS = ("web", "db", "cache")
+GANG_API = "scheduling.k8s.io/v1beta1"  # PodGroup: served with GenericWorkload on
 VERSIONS = ("v1", "v2")
 
 
 @dataclass(frozen=True)
 class Features:
-    """Which feature families a scenario may draw; all on by default (``--features`` narrows)."""
+    """Which feature families a scenario may draw; all but ``gang`` on by default (``--features``
+    narrows). ``gang`` is opt-in: it needs GenericWorkload on in the apiserver and both schedulers,
+    which changes the default profile (GangScheduling) every other family is measured under."""
 
     resources: bool = True
     containers: bool = True  # init, sidecar, overhead, pod-level resources
@@ -76,6 +82,7 @@ class Features:
     volumes: bool = True
     large: bool = True  # > 100 nodes now and then
     dra: bool = True  # DeviceClasses, ResourceSlices and pods with ResourceClaims
+    gang: bool = False  # PodGroups (scheduling.k8s.io/v1beta1) and their members, decided as one
 
     @classmethod
     def only(cls, names: list[str]) -> Features:
@@ -99,6 +106,9 @@ class Scenario:
     nodes: list[Obj] = field(default_factory=list)
     running: list[Obj] = field(default_factory=list)  # spec.nodeName set
     pending: list[Obj] = field(default_factory=list)
+    # Gangs, each decided as one step before pending[at] (at == len(pending): after the last):
+    # {"group": PodGroup, "members": [Pod], "group_first": bool, "at": int}; members in creation order.
+    gangs: list[Obj] = field(default_factory=list)
 
     @property
     def prefix(self) -> str:
@@ -152,6 +162,8 @@ class _Gen:
         self.dra_driver = ""  # set when this scenario has DRA devices
         self.dra_classes: list[str] = []
         self.dra_claims: list[tuple[str, str]] = []  # (ns, claim) made for earlier pending pods
+        # Gangs too: a scenario drawn without them is object for object what it was before.
+        self.grng = random.Random(f"fidelity-gang:{seed}:{index}")
 
     # -- helpers --
 
@@ -190,6 +202,8 @@ class _Gen:
             sc.running.append(self.pod(running=True))
         for _ in range(self.rng.randint(2, 6)):
             sc.pending.append(self.pod(running=False))
+        if self.f.gang and not sc.large and self.grng.random() < 0.85:
+            self.gangs()
         return sc
 
     def node(self, i: int) -> Obj:
@@ -747,6 +761,96 @@ class _Gen:
             self.dra_claims.append((ns, claim_name))
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
         spec["containers"][0].setdefault("resources", {})["claims"] = [{"name": "gpu"}]
+
+    # -- gang scheduling --
+
+    def gangs(self) -> None:
+        """1-3 gangs, each of identical members (one template, as a Job's), sized against the nodes
+        so that some fit whole, some cannot (none of their members binds), some fall short of
+        minCount (never tried), some compete for the same nodes; and plain pods that take cpu."""
+        r, sc = self.grng, self.sc
+        cpus = [_millicpu(n["status"]["allocatable"]["cpu"]) for n in sc.nodes]
+        for j in range(r.choice((1, 1, 2, 2, 3))):
+            size = r.randint(2, 6)
+            shape = r.random()
+            if shape < 0.1:
+                min_count = size + 1  # short: the group is never let in
+            elif shape < 0.35 and size > 2:
+                min_count = r.randint(2, size - 1)  # more members than needed
+            else:
+                min_count = size
+            ns = r.choice(self.ns)
+            group = f"{self.p}-g{j}"
+            # A fraction of one node: 1 to 3 members a node, so the gang fits or not by its size.
+            cpu = max(10, int(r.choice(cpus) * r.choice((0.3, 0.45, 0.6, 0.9))) // 10 * 10)
+            spec: Obj = {
+                "schedulingGroup": {"podGroupName": group},
+                "containers": [
+                    {
+                        "name": "c0",
+                        "image": "registry.example.com/tiny:1",
+                        "resources": {"requests": {"cpu": f"{cpu}m", "memory": r.choice(("64Mi", "256Mi"))}},
+                    }
+                ],
+            }
+            labels = {LABEL: "1", "gang": group}
+            if r.random() < 0.2:
+                spec["nodeSelector"] = {"disk": r.choice(("ssd", "hdd"))}
+            if r.random() < 0.2:  # one member a node
+                spec["affinity"] = {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"gang": group}}}
+                        ]
+                    }
+                }
+            members = [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"{group}-m{m}", "namespace": ns, "labels": dict(labels)},
+                    "spec": json.loads(json.dumps(spec)),
+                }
+                for m in range(size)
+            ]
+            r.shuffle(members)  # arrival order
+            pod_group: Obj = {
+                "apiVersion": GANG_API,
+                "kind": "PodGroup",
+                "metadata": {"name": group, "namespace": ns, "labels": {LABEL: "1"}},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+            }
+            # The group first only when the last member to arrive completes it (or none can):
+            # otherwise a cycle may start with minCount members while the rest are still coming,
+            # in either scheduler, and what it decides then depends on timing.
+            group_first = min_count >= size and r.random() < 0.5
+            at = r.randint(0, len(sc.pending))
+            sc.gangs.append({"group": pod_group, "members": members, "group_first": group_first, "at": at})
+        for k in range(r.randint(0, 2)):  # plain pods competing for the same cpu
+            cpu = max(10, int(r.choice(cpus) * r.choice((0.3, 0.6))) // 10 * 10)
+            pod: Obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{self.p}-gp{k}",
+                    "namespace": r.choice(self.ns),
+                    "labels": {LABEL: "1"},
+                },
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c0",
+                            "image": "registry.example.com/tiny:1",
+                            "resources": {"requests": {"cpu": f"{cpu}m"}},
+                        }
+                    ],
+                },
+            }
+            sc.pending.insert(r.randint(0, len(sc.pending)), pod)
+
+
+def _millicpu(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
 
 
 def generate(seed: int, index: int, features: Features | None = None) -> Scenario:

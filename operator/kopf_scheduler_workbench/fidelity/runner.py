@@ -14,6 +14,11 @@ run side by side. For each scenario the runner creates the cluster, then for eac
    nominated node, where the reference would bind it next;
 4. runs ``simulate`` on the state of step 1 with the same pod.
 
+A gang (``--features gang``: the plane serves PodGroups, both schedulers run with GenericWorkload
+on) is one step of the same shape: its PodGroup and members are created for ours (group first or
+last, members in the generated order), every member is waited for, all are deleted; then the same
+for the reference, whose bound members stay; simulate gets all members at once.
+
 The reference's best-score sets come from its log once it has stopped (klog flushes on exit).
 Nothing ever needs a fixed wait except after setting a scenario up: nodes, volumes and PDBs
 reach each scheduler's informers on separate watches, so a short settle time lets them land
@@ -42,6 +47,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from kopf_scheduler.api import kinds
+from kopf_scheduler.config import features
 from kopf_scheduler.explain.reflog import parse_scores
 from kopf_scheduler_workbench.bench.runner import ROOT, SCHEDULERS, scheduler_command
 from kopf_scheduler_workbench.controlplane import ControlPlane, build, pinned_versions
@@ -51,6 +57,7 @@ from kopf_scheduler_workbench.fidelity.compare import (
     Outcome,
     Tally,
     judge,
+    match_interchangeable,
     reason_diffs,
     signature,
 )
@@ -219,6 +226,9 @@ class FidelityRun:
     out: Path = Path("fidelity-report.json")
     logs: Path | None = None
     live: bool = True
+    # A gang short of minCount is never tried: nothing tells when a scheduler has decided to hold
+    # it, so its members are looked at after this long.
+    hold: float = 1.5
     simulated: bool = True
     settle: float = 0.6
     decision_timeout: float = 30.0
@@ -251,6 +261,8 @@ class Driver:
         self.started = 0
         self.pending: list[Obj] = []
         self.sim_profiles: list[Any] = []  # simulate's profiles (a --config run's, else the default)
+        # simulate runs under the gates both live schedulers run with
+        self.sim_gates = features.FeatureGates.parse(plane.feature_gates() or None)
 
     # -- API helpers --
 
@@ -388,6 +400,9 @@ class Driver:
     async def teardown(self, sc: Scenario) -> None:
         for ns in (n["metadata"]["name"] for n in sc.namespaces):
             await self.delete(f"{kinds.POD.collection(ns)}?{urlencode({'labelSelector': f'{LABEL}=1'})}")
+            if sc.gangs:
+                selector = urlencode({"labelSelector": f"{LABEL}=1"})
+                await self.delete(f"{kinds.POD_GROUP.collection(ns)}?{selector}", force=False)
         await self.changed.until(
             lambda: not any(k.startswith(f"{sc.prefix}-") for k in self.watches.pods), 30
         )
@@ -409,7 +424,7 @@ class Driver:
     async def _objects_for_simulate(self, sc: Scenario) -> dict[str, Any]:
         nodes = await self.api.listing(kinds.NODE, labelSelector=f"{LABEL}=1")
         objects: dict[str, dict[str, Any]] = {}
-        for kind in _SIM_KINDS:
+        for kind in (*_SIM_KINDS, *(("PodGroup",) if self.plane.workloads else ())):
             registered = kinds.by_name(kind)
             for item in await self.api.list_all(registered):
                 meta = item["metadata"]
@@ -503,8 +518,12 @@ class Driver:
         )
         await self.setup(sc)
         try:
-            for body in self.pending:
-                await self.one(seed, sc, body)
+            for at in range(len(self.pending) + 1):
+                for gang in sc.gangs:
+                    if gang["at"] == at:
+                        await self.gang(seed, sc, gang)
+                if at < len(self.pending):
+                    await self.one(seed, sc, self.pending[at])
         finally:
             await self.teardown(sc)
 
@@ -560,6 +579,130 @@ class Driver:
                     bound_now, self._copy(template, body["metadata"]["name"] + "-s", "kopf-scheduler"), claims
                 )
         self.decisions.append(Decision(seed, sc.index, key, len(sc.nodes), ref, [], ours, simulated))
+
+    def _member_copy(self, body: Obj, suffix: str, scheduler: str) -> Obj:
+        copy = self._copy(body, body["metadata"]["name"] + suffix, scheduler)
+        group = copy["spec"]["schedulingGroup"]["podGroupName"] + suffix
+        return {**copy, "spec": {**copy["spec"], "schedulingGroup": {"podGroupName": group}}}
+
+    async def decide_gang(
+        self, group: Obj, members: Sequence[Obj], *, group_first: bool, held: bool
+    ) -> tuple[list[Outcome], list[Obj]]:
+        """Create a PodGroup and its members (the group first or last); wait until every member is
+        bound or has failed (FailedScheduling and PodScheduled=False), or, for a group short of
+        minCount (``held``), ``hold`` seconds: its members stay pending without an attempt."""
+        w = self.watches
+        created: list[Obj] = []
+        try:
+            if group_first:
+                await self.create(group)
+            for body in members:
+                created.append(await self.create(body))
+            if not group_first:
+                await self.create(group)
+        except RuntimeError as exc:
+            self.rejected.append(str(exc)[:500])
+            return [Outcome(error=f"create: {exc}") for _ in members], created
+        keys = [pod_key(b) for b in members]
+        uids = [str(c["metadata"]["uid"]) for c in created]
+
+        def settled(key: str, uid: str) -> bool:
+            obj = w.pods.get(key)
+            if obj is None:
+                return False
+            if (obj.get("spec") or {}).get("nodeName"):
+                return True
+            cond = _condition(obj, "PodScheduled")
+            return bool(cond and cond.get("status") == "False" and w.failed_notes.get(uid))
+
+        timeout = self.opts.hold if held else self.opts.decision_timeout
+        done = await self.changed.until(
+            lambda: all(settled(k, u) for k, u in zip(keys, uids, strict=True)), timeout
+        )
+        out = []
+        for key, uid in zip(keys, uids, strict=True):
+            obj = w.pods.get(key) or {}
+            cond = _condition(obj, "PodScheduled") or {}
+            notes = w.failed_notes.get(uid) or []
+            node = str((obj.get("spec") or {}).get("nodeName") or "")
+            error = ""
+            if not done and not held and not settled(key, uid):
+                error = f"timeout: no bind or FailedScheduling+condition within {timeout}s"
+            out.append(
+                Outcome(node=node, error=error)
+                if node
+                else Outcome(
+                    message=notes[0] if notes else "",
+                    reason=str(cond.get("reason") or ""),
+                    condition_message=str(cond.get("message") or ""),
+                    nominated=str((obj.get("status") or {}).get("nominatedNodeName") or ""),
+                    error=error,
+                )
+            )
+        return out, created
+
+    async def gang(self, seed: int, sc: Scenario, gang: Obj) -> None:
+        """One gang, decided by ours, then by the reference (the state advances with its outcome),
+        then by simulate: one Decision a member, tied together by the group's key."""
+        group, members = gang["group"], gang["members"]
+        min_count = int(group["spec"]["schedulingPolicy"]["gang"]["minCount"])
+        held = min_count > len(members)
+        group_key = pod_key(group)
+        bound_now = [
+            p
+            for k, p in self.watches.pods.items()
+            if k.startswith(f"{sc.prefix}-") and (p.get("spec") or {}).get("nodeName")
+        ]
+        ours: list[Outcome | None] = [None] * len(members)
+        ours_objs: list[Obj] = []
+        if self.opts.live:
+            ours_group = {
+                **group,
+                "metadata": {**group["metadata"], "name": group["metadata"]["name"] + "-o"},
+            }
+            ours_members = [self._member_copy(b, "-o", "kopf-scheduler") for b in members]
+            got, ours_objs = await self.decide_gang(
+                ours_group, ours_members, group_first=gang["group_first"], held=held
+            )
+            ours = list(got)
+            for body in ours_members:
+                await self.delete_pod(pod_key(body))
+            await self.delete(item_path(ours_group), force=False)
+        ref_members = [self._copy(b, b["metadata"]["name"], "default-scheduler") for b in members]
+        refs, ref_objs = await self.decide_gang(
+            group, ref_members, group_first=gang["group_first"], held=held
+        )
+        for body, ref in zip(ref_members, refs, strict=True):
+            key = pod_key(body)
+            if ref.node:
+                status = self._kubelet_status()
+                self.bodies[key] = {
+                    **body,
+                    "spec": {**body["spec"], "nodeName": ref.node, "schedulerName": PLACED},
+                    "status": status,
+                }
+                ns, name = key.split("/", 1)
+                await self.patch(object_path(kinds.POD, name, ns, "status"), {"status": status})
+                await self.changed.until(functools.partial(self._has_status, key, status), 30)
+            else:
+                await self.delete_pod(key)
+        if not any(r.node for r in refs):
+            await self.delete(item_path(group), force=False)
+        simulated: list[Outcome | None] = [None] * len(members)
+        if self.opts.simulated:
+            templates = ours_objs or ref_objs
+            if len(templates) == len(members):
+                pods = [
+                    self._copy(t, t["metadata"]["name"].removesuffix("-o") + "-s", "kopf-scheduler")
+                    for t in templates
+                ]
+                for p in pods:  # the reference's group: the one simulate is given
+                    p["spec"] = {**p["spec"], "schedulingGroup": {"podGroupName": group["metadata"]["name"]}}
+                simulated = list(await self.simulate_gang(bound_now, group, pods))
+        for body, ref, o, sim in zip(ref_members, refs, ours, simulated, strict=True):
+            self.decisions.append(
+                Decision(seed, sc.index, pod_key(body), len(sc.nodes), ref, [], o, sim, gang=group_key)
+            )
 
     async def _claims_of(self, body: Obj) -> dict[str, Obj]:
         """Every ResourceClaim of the scenario (both namespaces: they all hold devices; those the
@@ -632,22 +775,60 @@ class Driver:
             if claims:  # as they were before this decision (the setup-time listing is older)
                 parse = kinds.RESOURCE_CLAIM.parse
                 inputs.objects["ResourceClaim"] = {k: parse(v) for k, v in claims.items()}
-            with _scores_of(str(meta["name"])) as scores:
+            with _scores_of(str(meta["name"])) as scores, features.using(self.sim_gates):
                 (result,) = await simulate(inputs, seed=0)
         except (ObjectError, ValueError) as exc:
             return Outcome(error=f"simulate: {exc}")
-        failures = result.failures
-        if result.victims or not result.node:
-            return Outcome(
-                message=failures[0] if failures else result.message,
-                reason="Unschedulable" if failures else "",
-                condition_message=failures[0] if failures else "",
-                nominated=result.nominated_node or (result.node if result.victims else ""),
-                # The first preempting attempt's victims: the reference is observed until its first
-                # preemption settles (a retry after the victims are gone may preempt more).
-                victims=sorted(result.victims_by_attempt[0] if result.victims_by_attempt else ()),
+        return _simulated_outcome(result, scores)
+
+    async def simulate_gang(self, bound: Sequence[Obj], group: Obj, pods: Sequence[Obj]) -> list[Outcome]:
+        """simulate with a gang's members pending at once and its PodGroup (as created, the only
+        one it needs: the others' members are bound), under the live schedulers' gates."""
+        from kopf_scheduler.api.objects import parse_node, parse_pod
+        from kopf_scheduler.api.types import ObjectError
+        from kopf_scheduler.simulate import Inputs, simulate
+
+        pending = []
+        for pod in pods:
+            meta = {k: v for k, v in pod["metadata"].items() if k not in ("uid", "resourceVersion")}
+            meta["uid"] = f"sim-{meta['name']}"
+            pending.append({**pod, "metadata": meta, "status": {}})
+        group_obj = {**group, "metadata": {**group["metadata"], "uid": f"sim-{group['metadata']['name']}"}}
+        try:
+            objects = {k: dict(v) for k, v in self.sim_state["objects"].items()}
+            objects.setdefault("PodGroup", {})[kinds.POD_GROUP.key(group_obj["metadata"])] = (
+                kinds.POD_GROUP.parse(group_obj)
             )
-        return Outcome(node=result.node, scores=scores)
+            inputs = Inputs(
+                nodes=[parse_node(n) for n in self.sim_state["nodes"]],
+                running=[parse_pod(p) for p in bound],
+                pending=[parse_pod(p) for p in pending],
+                objects=objects,
+                profiles=list(self.sim_profiles),
+            )
+            with features.using(self.sim_gates):
+                results = await simulate(inputs, seed=0)
+        except (ObjectError, ValueError) as exc:
+            return [Outcome(error=f"simulate: {exc}") for _ in pods]
+        return [_simulated_outcome(r) for r in results]
+
+
+def _simulated_outcome(result: Any, scores: dict[str, dict[str, int]] | None = None) -> Outcome:
+    """simulate's PodOutcome as the runner records a live one."""
+    failures = result.failures
+    if result.victims or not result.node:
+        held = not failures and result.message.startswith("not attempted: GangScheduling: ")
+        return Outcome(
+            # A pod never tried (a gang short of minCount) has no event live: nothing to say.
+            message=failures[0] if failures else ("" if held else result.message),
+            reason="Unschedulable" if failures else "",
+            condition_message=failures[0] if failures else "",
+            nominated=result.nominated_node or (result.node if result.victims else ""),
+            # The first preempting attempt's victims: the reference is observed until its first
+            # preemption settles (a retry after the victims are gone may preempt more).
+            victims=sorted(result.victims_by_attempt[0] if result.victims_by_attempt else ()),
+        )
+    return Outcome(node=result.node, scores=scores or {})
 
 
 @contextlib.contextmanager
@@ -682,7 +863,6 @@ def _scores_of(pod_name: str) -> Iterator[dict[str, dict[str, int]]]:
 def _judge_all(decisions: Sequence[Decision], log_path: Path) -> Tally:
     with log_path.open(errors="replace") as log:  # no log, no best-score sets: fail, do not guess
         scores = parse_scores(log)
-    tally = Tally()
     for d in decisions:
         d.best = sorted(scores.best(d.pod))
         # The reference's view of the nodes in question, per plugin.
@@ -695,12 +875,38 @@ def _judge_all(decisions: Sequence[Decision], log_path: Path) -> Tally:
         }
         if not d.best and d.reference.node:
             d.best = [d.reference.node]  # one feasible node: nothing was scored
+    _pair_gang_members(decisions)
+    tally = Tally()
+    for d in decisions:
         for mode, other in (("live", d.ours), ("simulate", d.simulated)):
             if other is None:
                 continue
             d.verdicts[mode] = judge(d.reference, other, d.best, d.nodes, live=mode == "live")
             tally.add(mode, d.verdicts[mode])
     return tally
+
+
+def _pair_gang_members(decisions: Sequence[Decision]) -> None:
+    """A gang's members are one template under different names: each side's members are paired
+    with the reference's so that as many pairs as can agree do (compare.match_interchangeable),
+    so that members the two schedulers tried in another order, or placed on tied nodes swapped,
+    are not counted as disagreements. A pair that cannot agree stays a disagreement."""
+    gangs: dict[tuple[int, int, str], list[Decision]] = {}
+    for d in decisions:
+        if d.gang:
+            gangs.setdefault((d.seed, d.scenario, d.gang), []).append(d)
+    for members in gangs.values():
+        refs = [(d.reference, d.best) for d in members]
+        nodes = members[0].nodes
+        for attr, live in (("ours", True), ("simulated", False)):
+            others = [getattr(d, attr) for d in members]
+            if any(o is None for o in others):
+                continue
+            order = match_interchangeable(refs, others, nodes, live=live)
+            for i, (d, j) in enumerate(zip(members, order, strict=True)):
+                setattr(d, attr, others[j])
+                if i != j:
+                    d.repaired.append("live" if live else "simulate")
 
 
 def _git_commit() -> str:
@@ -791,6 +997,9 @@ def report(
                     ),
                     "replay": _replay(opts, d.seed, d.scenario),
                 }
+                if d.gang:
+                    entry["gang"] = d.gang
+                    entry["repaired"] = mode in d.repaired
                 disagreements.append(entry)
                 group = groups.setdefault(f"{mode}: {sig}", {"count": 0, "example": entry})
                 group["count"] += 1
@@ -808,6 +1017,22 @@ def report(
         "features": [k for k, v in vars(opts.features).items() if v],
         "config": str(opts.config) if opts.config else None,
         "decisions": len(decisions),
+        "gangs": _gang_summary(decisions),
+        # Every gang member's outcomes, as paired: what the pairing did can be checked by eye.
+        "gang_members": [
+            {
+                "seed": d.seed,
+                "scenario": d.scenario,
+                "gang": d.gang,
+                "pod": d.pod,
+                "best": d.best,
+                "reference": d.reference.to_dict(),
+                **{m: o.to_dict() for m, o in (("live", d.ours), ("simulate", d.simulated)) if o is not None},
+                "repaired": d.repaired,
+            }
+            for d in decisions
+            if d.gang
+        ],
         "seconds": round(seconds, 1),
         "rates": tally.rates(),
         "categories": dict(sorted(groups.items(), key=lambda kv: -int(kv[1]["count"]))),
@@ -820,6 +1045,23 @@ def report(
             if o is not None and o.error
         ],
         "rejected_by_apiserver": list(rejected),
+    }
+
+
+def _gang_summary(decisions: Sequence[Decision]) -> dict[str, int]:
+    """What the reference did with the gangs' members: bound, failed, or never tried (short)."""
+    members = [d for d in decisions if d.gang]
+    groups = {(d.seed, d.scenario, d.gang) for d in members}
+    whole = {g for g in groups if all(d.reference.node for d in members if (d.seed, d.scenario, d.gang) == g)}
+    return {
+        "groups": len(groups),
+        "groups_bound_whole": len(whole),
+        "members": len(members),
+        "members_bound": sum(bool(d.reference.node) for d in members),
+        "members_failed": sum(not d.reference.node and bool(d.reference.message) for d in members),
+        "members_never_tried": sum(not d.reference.node and not d.reference.message for d in members),
+        "members_repaired_live": sum("live" in d.repaired for d in members),
+        "members_repaired_simulate": sum("simulate" in d.repaired for d in members),
     }
 
 
@@ -884,6 +1126,10 @@ async def _drive(plane: ControlPlane, opts: FidelityRun, logs: Path) -> Driver:
                 else:
                     cmd = [sys.executable, "-m", "kopf_scheduler", "run", f"--config={configs[1]}"]
                     cmd += ["--metrics-host", "127.0.0.1", "--metrics-port", str(free_port())]
+                if plane.workloads:  # gangs: GenericWorkload on (GangScheduling in the default profile)
+                    cmd.append(f"--feature-gates={plane.feature_gates()}")
+            elif key == "ours" and plane.workloads:  # the reference's command has it already
+                cmd.append(f"--feature-gates={plane.feature_gates()}")
             if key == "reference":  # scores of every node: schedule_one.go's V(10) lines only
                 cmd += ["--v=2", "--vmodule=schedule_one=10", "--log-flush-frequency=1s"]
             with (logs / f"{key}.log").open("wb") as out:
@@ -907,7 +1153,7 @@ def run_fidelity(opts: FidelityRun) -> dict[str, Any]:
     """One run on a fresh control plane; writes and returns the report."""
     started = time.monotonic()
     binary = opts.kcp or build()
-    plane = ControlPlane(binary)
+    plane = ControlPlane(binary, workloads=opts.features.gang)
     # Outside the plane's directory, which stopping it removes: the scores are read afterwards.
     logs = opts.logs or Path(tempfile.mkdtemp(prefix="kopf-scheduler-fidelity-"))
     logs.mkdir(parents=True, exist_ok=True)
@@ -978,6 +1224,11 @@ def run(args: argparse.Namespace) -> int:
         args.markdown.write_text(markdown(result) + "\n")
     print(result["table"])
     print(f"\n{result['decisions']} decisions in {result['seconds']}s; report: {opts.out}")
+    if result["gangs"]["groups"]:
+        print(
+            "gangs (as the reference decided them): "
+            + ", ".join(f"{k} {v}" for k, v in result["gangs"].items())
+        )
     for name, group in list(result["categories"].items())[:20]:
         print(f"  {group['count']:4d}  {name}")
     return 0
