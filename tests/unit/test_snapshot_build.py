@@ -215,3 +215,38 @@ def test_image_rows_and_affinity_lists_equal_a_rescan() -> None:
     fresh = Snapshot()
     cache.update_snapshot(fresh)  # built from nothing: the lists are scanned, not kept up to date
     assert [i.name for i in fresh.have_pods_with_required_anti_affinity_list()] == [infos[5].name]
+
+
+def test_a_node_info_clone_copies_every_field_to_itself() -> None:
+    """clone() passes the fields positionally: a field added or moved must not land in another's
+    place. Every field set apart from its default, then compared field by field."""
+    import dataclasses
+
+    from kopf_scheduler.api.types import Resource
+    from kopf_scheduler.framework.types import HostPortInfo, ImageState
+
+    pod = make_pod("p", cpu="1")
+    ports = HostPortInfo()
+    info = NodeInfo(
+        node=make_node("n1", cpu="4"),
+        pods=[pod],
+        pods_with_affinity=[pod, pod],
+        pods_with_required_anti_affinity=[pod, pod, pod],
+        used_ports=ports,
+        requested=Resource(milli_cpu=1000),
+        non_zero_requested=Resource(milli_cpu=2000),
+        allocatable=Resource(milli_cpu=4000),
+        image_states={"img": ImageState(size=5, num_nodes=1)},
+        pvc_ref_counts={"ns/claim": 2},
+        generation=17,
+        watchers=[lambda _: None],
+    )
+    copy = info.clone()
+    for f in dataclasses.fields(NodeInfo):
+        if f.name == "watchers":
+            assert copy.watchers is None  # a snapshot's callbacks are not the copy's
+        elif f.name == "used_ports":
+            assert type(copy.used_ports) is HostPortInfo and copy.used_ports is not ports
+        else:
+            assert getattr(copy, f.name) == getattr(info, f.name), f.name
+    assert copy.pods is not info.pods and copy.requested is not info.requested
