@@ -12,7 +12,13 @@ from kopf_scheduler.api import kinds
 from kopf_scheduler.api.objects import parse_node, parse_pod
 from kopf_scheduler.config import features
 from kopf_scheduler.simulate import Inputs, simulate
-from kopf_scheduler_workbench.fidelity.compare import Outcome, match_interchangeable
+from kopf_scheduler_workbench.fidelity.compare import (
+    Decision,
+    Outcome,
+    judge,
+    match_interchangeable,
+    pair_gang_members,
+)
 from kopf_scheduler_workbench.fidelity.generator import GANG_API, LABEL, Features, generate
 from kopf_scheduler_workbench.fidelity.runner import _simulated_outcome
 
@@ -81,7 +87,7 @@ def test_gang_objects_are_valid_and_every_shape_shows_up() -> None:
     assert expected | {"nodeSelector", "affinity"} <= seen, seen
 
 
-def test_members_are_paired_so_that_tie_swaps_and_reordered_failures_agree() -> None:
+def test_match_interchangeable_pairs_as_many_as_can_agree() -> None:
     # Two identical nodes tied for the first member: ref n0 then n1, ours n1 then n0.
     refs = [(Outcome(node="n0"), ["n0", "n1"]), (Outcome(node="n1"), ["n1"])]
     assert match_interchangeable(refs, [Outcome(node="n1"), Outcome(node="n0")], 2, live=True) == [1, 0]
@@ -169,3 +175,45 @@ def test_members_that_agree_as_they_are_keep_their_own_copies() -> None:
     refs = [(Outcome(node="n0"), ["n0", "n1"]), (Outcome(node="n1"), ["n1"]), (Outcome(node="n2"), ["n2"])]
     ours = [Outcome(node="n1"), Outcome(node="n0"), Outcome(node="n2")]
     assert match_interchangeable(refs, ours, 3, live=True) == [1, 0, 2]
+
+
+def _gang(refs: list[Outcome], bests: list[list[str]], ours: list[Outcome]) -> list[Decision]:
+    return [
+        Decision(1, 0, f"ns/m{i}", 3, r, b, o, o, gang="ns/g")
+        for i, (r, b, o) in enumerate(zip(refs, bests, ours, strict=True))
+    ]
+
+
+def test_gang_members_are_paired_for_placement_only() -> None:
+    """Swapped tied placements agree; a member tried in another order (another member failed in
+    its own words, or bound instead) stays a disagreement: the reference's order is compared."""
+    own = "0/3 nodes are available: 3 Insufficient cpu."
+    group = "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
+    ties = _gang(
+        [Outcome(node="n0"), Outcome(node="n1"), Outcome(message=own)],
+        [["n0", "n1"], ["n1"], []],
+        [Outcome(node="n1", pod="ns/m0-o"), Outcome(node="n0", pod="ns/m1-o"), Outcome(message=own)],
+    )
+    pair_gang_members(ties)
+    assert [d.ours.node for d in ties if d.ours is not None] == ["n0", "n1", ""]
+    assert [d.repaired for d in ties] == [["live", "simulate"], ["live", "simulate"], []]
+    assert all(all(judge(d.reference, d.ours, d.best, 3, live=True).values()) for d in ties if d.ours)
+
+    order = _gang(
+        [Outcome(message=own), Outcome(message=group), Outcome(node="n0")],
+        [[], [], ["n0"]],
+        [Outcome(message=group), Outcome(message=own), Outcome(node="n0")],
+    )
+    pair_gang_members(order)
+    verdicts = [judge(d.reference, d.ours, d.best, 3, live=False) for d in order if d.ours is not None]
+    assert [v.get("message") for v in verdicts] == [False, False, None]
+    bound_instead = _gang(
+        [Outcome(node="n0"), Outcome(message=own)], [["n0"], []], [Outcome(message=own), Outcome(node="n0")]
+    )
+    pair_gang_members(bound_instead)
+    assert [
+        judge(d.reference, d.ours, d.best, 3, live=True)["feasibility"] for d in bound_instead if d.ours
+    ] == [
+        False,
+        False,
+    ]

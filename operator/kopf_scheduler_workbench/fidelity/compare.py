@@ -9,9 +9,11 @@ Categories (each counted only where it applies, so a rate is over decisions that
 - ``nomination``: the same nominated node and the same victims (either side preempted);
 - ``condition``: the PodScheduled condition's reason and message (live only; either side failed).
 
-A gang's members are judged by the same rules, once each side's members are paired with the
-reference's so that the most pairs agree (``match_interchangeable``): the members are one template,
-and which of them a scheduler tried first, or which of two tied nodes each got, is its own affair.
+A gang's members are judged by the same rules, member by member (the same name on each side), but
+for placement: the members are one template, so the members both sides bound are paired so that
+the most land in the reference's best-score sets (``pair_gang_members``); which of two tied nodes
+the first member got changes the next one's best set, and that is tie-breaking. Which members a
+scheduler tries first is not: the reference's order (priority, attempts, arrival) is compared.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "judge",
     "match_interchangeable",
     "message_parts",
+    "pair_gang_members",
     "reason_diffs",
     "signature",
 ]
@@ -48,6 +51,7 @@ class Outcome:
     victims: list[str] = field(default_factory=list)  # ns/name of the pods it deleted, sorted
     error: str = ""  # nothing observed in time, or the run failed for this pod
     scores: dict[str, dict[str, int]] = field(default_factory=dict)  # simulate only: node -> plugin -> score
+    pod: str = ""  # a gang member's outcome: the copy it is (members are paired across sides)
 
     @property
     def failed(self) -> bool:
@@ -72,7 +76,8 @@ class Decision:
     verdicts: dict[str, dict[str, bool]] = field(default_factory=dict)  # mode -> category -> agreed
     scores: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> plugin (and "final") -> score
     gang: str = ""  # ns/name of the PodGroup when the pod is a member of a generated gang
-    repaired: list[str] = field(default_factory=list)  # modes whose outcome here is another member's
+    # modes whose outcome here is another member's: both bound, paired for placement
+    repaired: list[str] = field(default_factory=list)
 
 
 def judge(ref: Outcome, other: Outcome, best: Iterable[str], nodes: int, *, live: bool) -> dict[str, bool]:
@@ -127,6 +132,30 @@ def match_interchangeable(
         order[i] = j
     spare = iter(j for j in range(len(others)) if j not in owner)
     return [j if j >= 0 else next(spare) for j in order]
+
+
+def pair_gang_members(decisions: Sequence[Decision]) -> None:
+    """Pair the members of each gang both sides bound so that the most placements agree, ours'
+    (and simulate's) outcomes swapped among them; every other member keeps its own copy, so a
+    member tried in another order shows as a feasibility or message disagreement."""
+    gangs: dict[tuple[int, int, str], list[Decision]] = {}
+    for d in decisions:
+        if d.gang:
+            gangs.setdefault((d.seed, d.scenario, d.gang), []).append(d)
+    for members in gangs.values():
+        for attr, mode in (("ours", "live"), ("simulated", "simulate")):
+            both: list[Decision] = []
+            for d in members:
+                other = getattr(d, attr)
+                if other is not None and not other.error and other.node and d.reference.node:
+                    both.append(d)
+            others = [getattr(d, attr) for d in both]
+            refs = [(d.reference, d.best) for d in both]
+            order = match_interchangeable(refs, others, both[0].nodes if both else 0, live=mode == "live")
+            for i, (d, j) in enumerate(zip(both, order, strict=True)):
+                setattr(d, attr, others[j])
+                if i != j:
+                    d.repaired.append(mode)
 
 
 _COUNTED = re.compile(r"^\d+ ")

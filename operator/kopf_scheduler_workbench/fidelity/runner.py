@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import functools
 import json
@@ -57,7 +58,7 @@ from kopf_scheduler_workbench.fidelity.compare import (
     Outcome,
     Tally,
     judge,
-    match_interchangeable,
+    pair_gang_members,
     reason_diffs,
     signature,
 )
@@ -629,7 +630,7 @@ class Driver:
             if not done and not held and not settled(key, uid):
                 error = f"timeout: no bind or FailedScheduling+condition within {timeout}s"
             out.append(
-                Outcome(node=node, error=error)
+                Outcome(node=node, error=error, pod=key)
                 if node
                 else Outcome(
                     message=notes[0] if notes else "",
@@ -637,6 +638,7 @@ class Driver:
                     condition_message=str(cond.get("message") or ""),
                     nominated=str((obj.get("status") or {}).get("nominatedNodeName") or ""),
                     error=error,
+                    pod=key,
                 )
             )
         return out, created
@@ -810,7 +812,7 @@ class Driver:
                 results = await simulate(inputs, seed=0)
         except (ObjectError, ValueError) as exc:
             return [Outcome(error=f"simulate: {exc}") for _ in pods]
-        return [_simulated_outcome(r) for r in results]
+        return [dataclasses.replace(_simulated_outcome(r), pod=f"{r.namespace}/{r.name}") for r in results]
 
 
 def _simulated_outcome(result: Any, scores: dict[str, dict[str, int]] | None = None) -> Outcome:
@@ -875,7 +877,7 @@ def _judge_all(decisions: Sequence[Decision], log_path: Path) -> Tally:
         }
         if not d.best and d.reference.node:
             d.best = [d.reference.node]  # one feasible node: nothing was scored
-    _pair_gang_members(decisions)
+    pair_gang_members(decisions)
     tally = Tally()
     for d in decisions:
         for mode, other in (("live", d.ours), ("simulate", d.simulated)):
@@ -884,29 +886,6 @@ def _judge_all(decisions: Sequence[Decision], log_path: Path) -> Tally:
             d.verdicts[mode] = judge(d.reference, other, d.best, d.nodes, live=mode == "live")
             tally.add(mode, d.verdicts[mode])
     return tally
-
-
-def _pair_gang_members(decisions: Sequence[Decision]) -> None:
-    """A gang's members are one template under different names: each side's members are paired
-    with the reference's so that as many pairs as can agree do (compare.match_interchangeable),
-    so that members the two schedulers tried in another order, or placed on tied nodes swapped,
-    are not counted as disagreements. A pair that cannot agree stays a disagreement."""
-    gangs: dict[tuple[int, int, str], list[Decision]] = {}
-    for d in decisions:
-        if d.gang:
-            gangs.setdefault((d.seed, d.scenario, d.gang), []).append(d)
-    for members in gangs.values():
-        refs = [(d.reference, d.best) for d in members]
-        nodes = members[0].nodes
-        for attr, live in (("ours", True), ("simulated", False)):
-            others = [getattr(d, attr) for d in members]
-            if any(o is None for o in others):
-                continue
-            order = match_interchangeable(refs, others, nodes, live=live)
-            for i, (d, j) in enumerate(zip(members, order, strict=True)):
-                setattr(d, attr, others[j])
-                if i != j:
-                    d.repaired.append("live" if live else "simulate")
 
 
 def _git_commit() -> str:
@@ -1183,13 +1162,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="NAME",
-        help=f"only these feature families: {', '.join(Features.__dataclass_fields__)}",
+        help=f"only these feature families: {', '.join(Features.__dataclass_fields__)} "
+        "(default: all but gang, which needs GenericWorkload on and is drawn only when named)",
     )
     parser.add_argument("--out", type=Path, default=Path("fidelity-report.json"), help="the JSON report")
     parser.add_argument("--logs", type=Path, default=None, help="keep both schedulers' logs here")
     parser.add_argument("--no-live", action="store_true", help="skip ours live (simulate only)")
     parser.add_argument("--no-simulate", action="store_true", help="skip simulate")
     parser.add_argument("--settle", type=float, default=0.6, help="seconds after a scenario's setup")
+    parser.add_argument(
+        "--hold", type=float, default=1.5, help="seconds to watch a gang short of minCount (never tried)"
+    )
     parser.add_argument("--markdown", type=Path, default=None, help="also write the summary as Markdown")
     parser.add_argument("--kcp", type=Path, default=None, help="a kcp binary (default: build or reuse)")
     parser.add_argument(
@@ -1215,6 +1198,7 @@ def run(args: argparse.Namespace) -> int:
         live=not args.no_live,
         simulated=not args.no_simulate,
         settle=args.settle,
+        hold=args.hold,
         kcp=args.kcp,
         config=args.config,
         config_profile=args.config_profile,
