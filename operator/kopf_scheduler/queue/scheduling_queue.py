@@ -679,14 +679,16 @@ class PriorityQueue:
                 self._interest.clear()
         return known
 
-    def _event_of_interest(self, event: ClusterEvent) -> bool:
+    def _hint_maps(self) -> list[HintsMap] | None:
+        """Every profile's hints, None when a per-pod lookup gives no list of them."""
         hints = self.hints
-        maps: list[HintsMap]
         if not callable(hints):
-            maps = [hints]
-        elif self._all_hints is not None:
-            maps = self._all_hints
-        else:
+            return [hints]
+        return self._all_hints
+
+    def _event_of_interest(self, event: ClusterEvent) -> bool:
+        maps = self._hint_maps()
+        if maps is None:
             return True
         for name in self._seen_rejectors:
             if all(name not in m for m in maps):
@@ -855,13 +857,8 @@ class PriorityQueue:
         return known
 
     def _narrow_plan_now(self, event: ClusterEvent) -> tuple[bool, frozenset[str]]:
-        hints = self.hints
-        maps: list[HintsMap]
-        if not callable(hints):
-            maps = [hints]
-        elif self._all_hints is not None:
-            maps = self._all_hints
-        else:
+        maps = self._hint_maps()
+        if maps is None:
             return False, frozenset()
         restrict = all(name in m for name in self._seen_rejectors for m in maps)
         with_pre_hint = {id(h): p for h, p in self._pre_hint_profiles}
