@@ -587,7 +587,9 @@ def test_clients_stalling_in_the_handshake_hold_no_thread(running: Running) -> N
         for _ in range(3):
             t0 = time.monotonic()
             assert get(running.port, "/healthz")[0] == 200
-            assert time.monotonic() - t0 < 0.5
+            # Under the idle timeout (1 s): a worker held by a stalled client frees only then. (The
+            # bound was 0.5 s, which a loaded 2-core CI machine missed once.)
+            assert time.monotonic() - t0 < 0.9
         closed = time.monotonic()
         for s in socks:
             s.settimeout(5)  # a timeout here fails the test: the connection was kept
@@ -776,7 +778,9 @@ def test_reviews_never_take_the_probes_thread(apiserver: FakeApiserver, tmp_path
         assert status == 429 and headers["Retry-After"] == "1", body
         assert json.loads(body)["reason"] == "TooManyRequests"
         assert get(secure.port, "/healthz")[::2] == (200, b"ok")
-        assert time.monotonic() - t0 < 0.5
+        # Answered while the three still wait for their reviews (2 s each, 1.5 s left at t0), not
+        # after them: none of theirs is in yet.
+        assert not answers and time.monotonic() - t0 < 1.5
         for t in slow:
             t.join()
         # Unknown tokens: 401 once the reviews answered (anonymous would have been 403).
