@@ -77,7 +77,7 @@ def test_idle_connections_do_not_starve_healthz_and_are_closed_after_the_timeout
     opened = time.monotonic()
     socks = idle_connections(server, 200)  # far more than the server has threads
     try:
-        assert time.monotonic() - opened < 0.5  # all accepted at once
+        assert time.monotonic() - opened < 1.0  # all accepted at once (past the backlog a connect waits)
         for _ in range(3):
             status, body, seconds = get(server)
             assert status == 200 and body.startswith("ok"), body

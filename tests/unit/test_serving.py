@@ -295,7 +295,7 @@ def test_reviews_beyond_the_budget_are_refused_at_once(apiserver: FakeApiserver)
     t0 = time.monotonic()
     with pytest.raises(serving.Busy):
         serving.Authenticator(client, client_certificates=False).authenticate("Bearer other", None)
-    assert time.monotonic() - t0 < 0.1
+    assert time.monotonic() - t0 < 0.5  # at once: not after the slot's review (1 s, 0.8 s left)
     thread.join()
 
 
