@@ -217,3 +217,11 @@ def test_gang_members_are_paired_for_placement_only() -> None:
         False,
         False,
     ]
+
+
+def test_a_replay_names_the_families_its_scenario_was_drawn_from() -> None:
+    from kopf_scheduler_workbench.fidelity.runner import FidelityRun, _replay
+
+    assert _replay(FidelityRun(seeds=[2]), 2, 3) == "kopf-scheduler fidelity --seed 2 --scenario 3"
+    gangs = FidelityRun(seeds=[2], features=GANG)
+    assert _replay(gangs, 2, 3) == "kopf-scheduler fidelity --features gang --seed 2 --scenario 3"

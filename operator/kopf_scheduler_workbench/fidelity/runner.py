@@ -903,6 +903,8 @@ def _replay(opts: FidelityRun, seed: int, scenario: int) -> str:
     config = f" --config {opts.config}" if opts.config else ""
     if opts.config and opts.config_profile:
         config += f" --config-profile {opts.config_profile}"
+    if opts.features != Features():  # the scenario is drawn from the same families
+        config += " --features " + " ".join(k for k, v in vars(opts.features).items() if v)
     return f"kopf-scheduler fidelity{config} --seed {seed} --scenario {scenario}"
 
 
