@@ -595,11 +595,17 @@ class Driver:
         w = self.watches
         created: list[Obj] = []
         try:
+            # PodGroups and pods reach a scheduler on separate watches: without the settle time the
+            # group may land before some members already created (or after some created later),
+            # and a cycle starts with the members that landed (seen in the reference: one member
+            # of five, turned away, DynamicResources' PodGroupPostFilter erring on it).
             if group_first:
                 await self.create(group)
+                await asyncio.sleep(self.opts.settle)
             for body in members:
                 created.append(await self.create(body))
             if not group_first:
+                await asyncio.sleep(self.opts.settle)
                 await self.create(group)
         except RuntimeError as exc:
             self.rejected.append(str(exc)[:500])
