@@ -334,3 +334,17 @@ async def test_a_member_being_deleted_is_skipped_with_the_references_event() -> 
         ("Warning", "FailedScheduling", "default/gang-3", "skip schedule deleting pod: default/gang-3")
     ]
     assert "default/gang-3" not in client.conditions
+
+
+async def test_members_are_tried_in_the_order_they_came_into_the_queue() -> None:
+    """The reference's PodGroupMemberPodsOrderingFunc: priority, attempts, then the time a member
+    came into the queue; the name only breaks a tie. Created in the same second, in the order 3, 1,
+    2, on room for one: the first to arrive is the one placed (by name, g-1 would be)."""
+    engine, client = engine_with(1)
+    engine.handlers.add_object("PodGroup", pod_group("g", 1))
+    for i in (3, 1, 2):
+        add_members(engine, "g", 1, start=i)
+    await drain(engine)
+    assert list(client.bindings) == ["default/g-3"]
+    failed = sorted(e.pod for e in client.events if e.reason == "FailedScheduling")
+    assert failed == ["default/g-1", "default/g-2"]

@@ -15,7 +15,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
@@ -58,11 +57,6 @@ __all__ = ["POD_GROUP_UNSCHEDULABLE", "PodGroupCycle"]
 log = logging.getLogger(__name__)
 
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"  # the reference's errPodGroupUnschedulable
-
-
-def _natural_key(name: str) -> tuple[Any, ...]:
-    """ "m-2" before "m-10": members created in the same second keep their numbering's order."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def _rfc3339(seconds: float) -> str:
@@ -209,7 +203,9 @@ class PodGroupCycle:
             for qpi in members:
                 sched.handle_failure(fw, qpi, Failure(Status.as_error(err), err, nominating=""), start)
             return
-        members.sort(key=lambda q: (q.pod.creation_timestamp, _natural_key(q.pod.name)))
+        # The reference's PodGroupMemberPodsOrderingFunc: priority (higher first), attempts (more
+        # first: an older member), the time it came into the queue, then its name.
+        members.sort(key=lambda q: (-q.pod.priority, -q.attempts, q.timestamp, q.pod.name))
         problem = _validate_pod_group(group, members)
         if problem is not None:
             for qpi in members:
