@@ -295,11 +295,15 @@ def test_sigterm_mid_burst_hands_over_without_overlap(pair: Pair) -> None:
     tag = uuid.uuid4().hex[:6]
     create(plane, *(node(f"{ns}-t{i}-{tag}", cpu="4", labels={"fo": tag}) for i in range(3)))
     names = [f"b-{tag}-{i}" for i in range(100)]
-    burst = threading.Thread(
-        target=lambda: create(plane, *(pod(n, ns, node_selector={"fo": tag}) for n in names)), daemon=True
-    )
-    burst.start()
+    # The burst's head is bound under way when the rest starts to arrive and the signal goes: the
+    # rest (one kubectl create of 80) lands during the drain and after, so the new leader has pods
+    # to bind whatever the machine's pace. (As one create of all 100, a loaded machine saw the 5th
+    # event only after the old leader had bound every pod.)
+    pods = [pod(n, ns, node_selector={"fo": tag}) for n in names]
+    create(plane, *pods[:20])
+    burst = threading.Thread(target=lambda: create(plane, *pods[20:]), daemon=True)
     wait_for(lambda: len(_scheduled_events(plane, ns)) >= 5, 30, interval=0.05, what="first binds")
+    burst.start()
     pair.a.proc.send_signal(signal.SIGTERM)
     terminated = time.monotonic()
     burst.join(60)

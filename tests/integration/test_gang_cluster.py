@@ -127,6 +127,11 @@ def whole(plane: ControlPlane, namespace: str, group: str) -> Callable[[], bool 
 DRA_GROUP_STATE_NOT_FOUND = 'error in "DynamicResources" PodGroupPostFilter plugins: not found'
 
 
+# What the reference answers when its pod group cycle state lacks DynamicResources' entry (see
+# test_a_gang_that_cannot_make_it_stops_early_with_the_references_words).
+REFERENCE_RACE = 'error in "DynamicResources" PodGroupPostFilter plugins: not found'
+
+
 def failed_messages(plane: ControlPlane, namespace: str, group: str, count: int = 8) -> dict[str, str]:
     """Member number -> the note of its first FailedScheduling event (once every member has one)."""
 
@@ -228,22 +233,33 @@ def test_a_gang_that_cannot_make_it_stops_early_with_the_references_words(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """minCount 3, four members, room for one: the cycle ends after the third member (1 placed,
-    1 left); the fourth is never tried and says so in the reference's words."""
+    1 left); the fourth is never tried and says so in the reference's words.
+
+    The reference itself now and then answers a member of such a group with
+    ``error in "DynamicResources" PodGroupPostFilter plugins: not found`` (its pod group cycle state
+    lacking DynamicResources' entry; seen once in a loaded CI run and once in the fidelity gang runs,
+    neither reproduced). That run of the reference says nothing of ours, so the pair is run again on
+    fresh pools, twice at most; ours is held to the reference's ordinary answer every time."""
     with leading_replica(sa_kubeconfig, "gang", [namespace], "gang-c", tmp_path_factory.mktemp("gang-c")):
-        pools = {OURS: "ours-early", REFERENCE: "ref-early"}
-        for pool in pools.values():
-            create(plane, node(f"{pool}-1", cpu="1", labels={"pool": pool}))
-        # Members first, their PodGroup last: the group is let in with all four at once (with the
-        # group first, a cycle may start after the third member, as it may in the reference).
-        for scheduler, pool in pools.items():
-            create(plane, *members(pool, namespace, scheduler, pool, count=4))
-        for pool in pools.values():
-            create(plane, pod_group(pool, namespace, 3))
-        ours = failed_messages(plane, namespace, "ours-early", 4)
-        ref = failed_messages(plane, namespace, "ref-early", 4)
+        for attempt in range(3):
+            pools = {OURS: f"ours-early{attempt}", REFERENCE: f"ref-early{attempt}"}
+            for pool in pools.values():
+                create(plane, node(f"{pool}-1", cpu="1", labels={"pool": pool}))
+            # Members first, their PodGroup last: the group is let in with all four at once (with the
+            # group first, a cycle may start after the third member, as it may in the reference).
+            for scheduler, pool in pools.items():
+                create(plane, *members(pool, namespace, scheduler, pool, count=4))
+            for pool in pools.values():
+                create(plane, pod_group(pool, namespace, 3))
+            ours = failed_messages(plane, namespace, pools[OURS], 4)
+            ref = failed_messages(plane, namespace, pools[REFERENCE], 4)
+            assert not any(REFERENCE_RACE in note for note in ours.values()), ours
+            if not any(REFERENCE_RACE in note for note in ref.values()):
+                break
+            print(f"attempt {attempt}: the reference's own race ({ref}); again on fresh pools")
         assert ours == ref, (ours, ref)
         assert ours["4"] == "minCount (3) cannot be satisfied: 1 scheduled, 1 remaining"
-        assert bound_count(plane, namespace, "ours-early") == 0
+        assert bound_count(plane, namespace, pools[OURS]) == 0
 
 
 def test_a_gang_turned_away_before_dynamic_resources_prefilter_errs_as_the_reference(
