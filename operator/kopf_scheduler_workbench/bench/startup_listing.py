@@ -130,35 +130,29 @@ async def _run(node_body: bytes, pod_body: bytes, split: bool) -> dict[str, floa
     out["decode pods"] = time.perf_counter() - t0
     api: Any = _Pages({NODE_PATH: node_page, POD_PATH: pod_page})
 
-    parse_acc, add_acc = [0.0], [0.0]
-    node_parse: Callable[..., Any] = _timed(parse_node, parse_acc) if split else parse_node
-    node_add: Callable[..., Any] = _timed(handlers.add_node, add_acc) if split else handlers.add_node
-    nodes = Informer(
-        api,
-        ResourceKind("Node", NODE_PATH),
-        InformerHandlers(node_parse, node_add, handlers.update_node, handlers.delete_node),
-    )
-    t0 = time.perf_counter()
-    await nodes.list()
-    out["ingest nodes"] = time.perf_counter() - t0
-    if split:
-        out["  parse_node"], out["  add_node (handlers, cache, queue)"] = parse_acc[0], add_acc[0]
-        out["  informer's own"] = out["ingest nodes"] - parse_acc[0] - add_acc[0]
+    async def ingest(
+        label: str, kind: ResourceKind, parse: Callable[..., Any], *on: Callable[..., Any]
+    ) -> None:
+        """List one kind through a real Informer (``on``: its add, update and delete handlers); with
+        --split, its parse and add apart."""
+        add, update, delete = on
+        parse_acc, add_acc = [0.0], [0.0]
+        timed_parse, timed_add = (_timed(parse, parse_acc), _timed(add, add_acc)) if split else (parse, add)
+        informer = Informer(api, kind, InformerHandlers(timed_parse, timed_add, update, delete))
+        t0 = time.perf_counter()
+        await informer.list()
+        total = out[f"ingest {label}s"] = time.perf_counter() - t0
+        if split:
+            out[f"  {parse.__name__}"] = parse_acc[0]
+            out[f"  add_{label} (handlers, cache, queue)"] = add_acc[0]
+            out[f"  informer's own ({label}s)"] = total - parse_acc[0] - add_acc[0]
 
-    parse_acc[0] = add_acc[0] = 0.0
-    pod_parse: Callable[..., Any] = _timed(parse_listed_pod, parse_acc) if split else parse_listed_pod
-    pod_add: Callable[..., Any] = _timed(handlers.add_pod, add_acc) if split else handlers.add_pod
-    pods = Informer(
-        api,
-        ResourceKind("Pod", POD_PATH, {"fieldSelector": POD_FIELD_SELECTOR}),
-        InformerHandlers(pod_parse, pod_add, handlers.update_pod, handlers.delete_pod),
+    node_kind = ResourceKind("Node", NODE_PATH)
+    await ingest("node", node_kind, parse_node, handlers.add_node, handlers.update_node, handlers.delete_node)
+    pod_kind = ResourceKind("Pod", POD_PATH, {"fieldSelector": POD_FIELD_SELECTOR})
+    await ingest(
+        "pod", pod_kind, parse_listed_pod, handlers.add_pod, handlers.update_pod, handlers.delete_pod
     )
-    t0 = time.perf_counter()
-    await pods.list()
-    out["ingest pods"] = time.perf_counter() - t0
-    if split:
-        out["  parse_listed_pod"], out["  add_pod (handlers, cache, queue)"] = parse_acc[0], add_acc[0]
-        out["  informer's own "] = out["ingest pods"] - parse_acc[0] - add_acc[0]
     assert kinds.by_name("Pod").path == POD_PATH and kinds.by_name("Node").path == NODE_PATH
 
     listing.close()
