@@ -550,15 +550,7 @@ class Driver:
         ref_body = self._copy(body, body["metadata"]["name"], "default-scheduler")
         ref, ref_obj = await self.decide(ref_body, mark=mark)
         if ref.node:
-            status = self._kubelet_status()
-            self.bodies[key] = {
-                **ref_body,
-                "spec": {**ref_body["spec"], "nodeName": ref.node, "schedulerName": PLACED},
-                "status": status,
-            }
-            ns, name = key.split("/", 1)
-            await self.patch(object_path(kinds.POD, name, ns, "status"), {"status": status})
-            await self.changed.until(lambda: self._has_status(key, status), 30)
+            await self._keep_bound(key, ref_body, ref.node)
         else:
             await self.delete_pod(key)
             if ref.nominated and not ref.error:
@@ -683,15 +675,7 @@ class Driver:
         for body, ref in zip(ref_members, refs, strict=True):
             key = pod_key(body)
             if ref.node:
-                status = self._kubelet_status()
-                self.bodies[key] = {
-                    **body,
-                    "spec": {**body["spec"], "nodeName": ref.node, "schedulerName": PLACED},
-                    "status": status,
-                }
-                ns, name = key.split("/", 1)
-                await self.patch(object_path(kinds.POD, name, ns, "status"), {"status": status})
-                await self.changed.until(functools.partial(self._has_status, key, status), 30)
+                await self._keep_bound(key, body, ref.node)
             else:
                 await self.delete_pod(key)
         if not any(r.node for r in refs):
@@ -711,6 +695,19 @@ class Driver:
             self.decisions.append(
                 Decision(seed, sc.index, pod_key(body), len(sc.nodes), ref, [], o, sim, gang=group_key)
             )
+
+    async def _keep_bound(self, key: str, body: Obj, node: str) -> None:
+        """A pod the reference bound stays, as the next pods' running state: recorded as placed on
+        ``node`` and given the status a kubelet would report (written, then seen by the watch)."""
+        status = self._kubelet_status()
+        self.bodies[key] = {
+            **body,
+            "spec": {**body["spec"], "nodeName": node, "schedulerName": PLACED},
+            "status": status,
+        }
+        ns, name = key.split("/", 1)
+        await self.patch(object_path(kinds.POD, name, ns, "status"), {"status": status})
+        await self.changed.until(functools.partial(self._has_status, key, status), 30)
 
     async def _claims_of(self, body: Obj) -> dict[str, Obj]:
         """Every ResourceClaim of the scenario (both namespaces: they all hold devices; those the
