@@ -8,9 +8,12 @@ cycles."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,3 +124,34 @@ def test_the_edge_modules_do_not_import_yaml() -> None:
     code = "import sys, kopf_scheduler.cluster.crd, kopf_scheduler.cluster.run; print('yaml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr[-3000:]
+
+
+_THREADS_AFTER_NUMPY = (
+    "import os, sys\n"
+    "from kopf_scheduler import cli\n"
+    "try:\n"
+    "    cli.main(['simulate', '--help'])\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "import numpy\n"
+    "print(len(os.listdir('/proc/self/task')))\n"
+)
+
+
+def _threads_after_numpy(blas_threads: str | None) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if blas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = blas_threads
+    out = subprocess.run(
+        [sys.executable, "-c", _THREADS_AFTER_NUMPY], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no threads of its own on one core")
+def test_the_command_keeps_numpys_blas_to_one_thread() -> None:
+    """OpenBLAS's threads (one a core) spin at numpy's import, taking ~100 ms of CPU from the
+    apiserver at every start; the command asks for one thread, unless the operator set a number."""
+    assert _threads_after_numpy(None) == 1
+    assert _threads_after_numpy("2") == 2
