@@ -143,7 +143,12 @@ def _threads_after_numpy(blas_threads: str | None) -> int:
     if blas_threads is not None:
         env["OPENBLAS_NUM_THREADS"] = blas_threads
     out = subprocess.run(
-        [sys.executable, "-c", _THREADS_AFTER_NUMPY], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env
+        [sys.executable, "-c", _THREADS_AFTER_NUMPY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return int(out.stdout.strip().splitlines()[-1])
