@@ -1,10 +1,18 @@
 """The informers' first listing pages sent before the runtime exists (cluster/prefetch.py), against
 test_http11's hand-written server on a real loopback socket: the informer's listing takes the early
-answer instead of asking, and asks as usual when the early answer failed."""
+answer instead of asking, and asks as usual when the early answer failed. The small listings'
+pipelined answers against a server that answers only once every request has arrived, in one
+write or split anywhere, and a stream that breaks midway."""
 
 from __future__ import annotations
 
 import inspect
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 
 import pytest
 import test_http11
@@ -74,8 +82,8 @@ async def _list_in_turn(api: ApiClient) -> list[list[str]]:
 
 
 async def test_the_object_kinds_are_asked_in_turn_on_one_connection(server: Server) -> None:
-    """One connection (one handshake) for the small listings, each answer read before the next
-    request; the informers take every answer and ask nothing."""
+    """One connection (one handshake) for the small listings, the requests pipelined on it; the
+    informers take every answer and ask nothing."""
     server.handlers += [
         lambda _: [answer(_list_body("Service", "s1"), "200 OK")],
         lambda _: [*chunked(_list_body("Namespace", "default"))],
@@ -154,3 +162,107 @@ def test_nothing_is_sent_through_a_proxy(monkeypatch: pytest.MonkeyPatch) -> Non
     from_env = Credentials(ConnectionInfo(server="http://127.0.0.1:9", token="t", trust_env=True))
     assert Prefetch.start(from_env).take() == {}
     assert prefetch.MAX_BODY_BYTES >= 64 << 20
+
+
+@contextmanager
+def pipelined_server(requests: int, writes: list[bytes]) -> Iterator[tuple[str, list[bytes]]]:
+    """A loopback server that reads until ``requests`` request heads have arrived (a client that
+    waits for an answer before its next request gets none), then writes ``writes`` one write
+    each, apart, and closes. Yields its URL and the heads it read."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    heads: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            while data.count(b"\r\n\r\n") < requests:
+                received = conn.recv(65536)
+                if not received:
+                    return
+                data += received
+            heads.extend(data.split(b"\r\n\r\n")[:requests])
+            for piece in writes:
+                conn.sendall(piece)
+                time.sleep(0.005)  # arrive in separate reads
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", heads
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+ANSWERS = [
+    answer(_list_body("Service", "s1"), "200 OK"),
+    b"HTTP/1.1 100 Continue\r\n\r\n" + b"".join(chunked(_list_body("Namespace", "default"))),
+    answer(b'{"kind":"Status","code":500}', "500 Internal Server Error"),
+    answer(_list_body("ReplicaSet", "r1"), "200 OK"),
+]
+FOUR: tuple[tuple[str, dict[str, str]], ...] = (*IN_TURN[:2], ("/api/v1/pods", {}), IN_TURN[2])
+STREAM = b"".join(ANSWERS)
+MID_SECOND_HEAD = len(ANSWERS[0]) + len(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Enc")
+MID_FOURTH_STATUS = len(STREAM) - len(ANSWERS[3]) + len(b"HTTP/1")
+
+
+def _pipelined(url: str, asks: tuple[tuple[str, dict[str, str]], ...]) -> list[Future[tuple[int, bytes]]]:
+    early = Prefetch.start(Credentials(ConnectionInfo(server=url, token="t")), (), asks, timeout=3).take()
+    return [early[list_target(path, params, PAGE_SIZE)] for path, params in asks]
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        [STREAM],
+        [STREAM[:MID_SECOND_HEAD], STREAM[MID_SECOND_HEAD:MID_FOURTH_STATUS], STREAM[MID_FOURTH_STATUS:]],
+    ],
+    ids=["one-write", "split-mid-head"],
+)
+def test_pipelined_answers_resolve_each_future_in_order(writes: list[bytes]) -> None:
+    """Every request is written before any answer (the server answers only then); the answers,
+    however they arrive, go each to its own request: a 1xx before one is skipped, a chunked body is
+    whole, an error answer is handed over as it is (its informer asks again)."""
+    with pipelined_server(len(FOUR), writes) as (url, heads):
+        futures = _pipelined(url, FOUR)
+        answers = [future.result(timeout=5) for future in futures]
+    assert answers == [
+        (200, _list_body("Service", "s1")),
+        (200, _list_body("Namespace", "default")),
+        (500, b'{"kind":"Status","code":500}'),
+        (200, _list_body("ReplicaSet", "r1")),
+    ]
+    assert [head.split(b" ")[1] for head in heads] == [
+        list_target(path, params, PAGE_SIZE).encode() for path, params in FOUR
+    ]
+    assert [b"Connection: close" in head for head in heads] == [False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        [ANSWERS[0] + ANSWERS[1] + ANSWERS[2][:20]],  # closed in the third answer's head
+        [ANSWERS[0] + ANSWERS[1]],  # closed between answers
+    ],
+    ids=["mid-answer", "between-answers"],
+)
+def test_a_stream_broken_after_the_second_answer_fails_the_rest(writes: list[bytes]) -> None:
+    with pipelined_server(len(FOUR), writes) as (url, _):
+        futures = _pipelined(url, FOUR)
+        assert futures[0].result(timeout=5) == (200, _list_body("Service", "s1"))
+        assert futures[1].result(timeout=5) == (200, _list_body("Namespace", "default"))
+        for future in futures[2:]:
+            assert isinstance(future.exception(timeout=5), ConnectionError)
+
+
+def test_an_answer_over_the_size_bound_fails_it_and_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefetch, "MAX_BODY_BYTES", len(_list_body("Service", "s1")))
+    writes = [ANSWERS[0] + answer(_list_body("Namespace", "kube-system"), "200 OK") + ANSWERS[3]]
+    with pipelined_server(len(IN_TURN), writes) as (url, _):
+        futures = _pipelined(url, IN_TURN)
+        assert futures[0].result(timeout=5) == (200, _list_body("Service", "s1"))
+        failures = [future.exception(timeout=5) for future in futures[1:]]
+    assert all(failure is not None for failure in failures) and failures[0] is failures[1]

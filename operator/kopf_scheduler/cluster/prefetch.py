@@ -42,11 +42,14 @@ FIRST_LISTINGS: tuple[tuple[str, Mapping[str, str]], ...] = (
     ("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}),
 )
 # The first page of every object kind the runtime always informs (api/kinds.OBJECT_KINDS, in its
-# order; held equal by the same test). Mostly empty or small, they are asked one after another on
-# one keep-alive connection of their own: asked by the informers, each was a TLS handshake and a
-# request on the event loop's one core (~0.6 ms of CPU a handshake here) at the start of the
-# listing, where the Node and Pod pages are being parsed; a blocking thread does the handshake and
-# the reads with the GIL released.
+# order; held equal by the same test). Mostly empty or small, they are asked on one keep-alive
+# connection of their own: asked by the informers, each was a TLS handshake and a request on the
+# event loop's one core (~0.6 ms of CPU a handshake here) at the start of the listing, where the
+# Node and Pod pages are being parsed; a blocking thread does the handshake and the reads with the
+# GIL released. The requests are pipelined (HTTP/1.1: written at once, answered in order, which
+# Go's net/http server does on one connection): asked in turn, each step waited for the answer and
+# then for the GIL (up to a 5 ms switch interval while the main thread decodes the node listing),
+# and the chain ended after the engine was ready for its first cycle.
 OBJECT_LISTINGS: tuple[tuple[str, Mapping[str, str]], ...] = tuple(
     (path, {})
     for path in (
@@ -84,17 +87,19 @@ def list_target(path: str, params: Mapping[str, str] | None, page_size: int) -> 
     return f"{path}?{urlencode(query)}"
 
 
-class _Collect:
-    """llhttp's callbacks: the body's pieces and whether the final answer is complete."""
+class _Answers:
+    """llhttp's callbacks for the answers to pipelined requests, read in order from one stream: at
+    the end of each final answer, the next future gets it (status, body); 1xx answers are interim."""
 
-    def __init__(self) -> None:
+    def __init__(self, futures: list[Future[Answer]]) -> None:
         self.parser = httptools.HttpResponseParser(self)
+        self.futures = futures
+        self.done = 0  # futures resolved, in order
         self.body: list[bytes] = []
         self.size = 0
-        self.complete = False
 
     def on_message_begin(self) -> None:
-        self.body.clear()  # a 1xx before the answer: its body (none) is not the answer's
+        self.body.clear()  # an answer's (or a 1xx's) body starts: the one before was taken
         self.size = 0
 
     def on_body(self, chunk: bytes) -> None:
@@ -104,7 +109,13 @@ class _Collect:
         self.body.append(chunk)
 
     def on_message_complete(self) -> None:
-        self.complete = self.parser.get_status_code() >= 200  # a 1xx is interim: the answer follows
+        status = self.parser.get_status_code()
+        if status < 200:
+            return  # interim: the answer follows
+        if self.done == len(self.futures):
+            raise ValueError("an answer to no request")
+        self.futures[self.done].set_result((status, b"".join(self.body)))
+        self.done += 1
 
 
 class Prefetch:
@@ -122,7 +133,7 @@ class Prefetch:
         timeout: float = 30.0,
     ) -> Prefetch:
         """Send ``listings``' first pages now, each from a daemon thread of its own, and ``in_turn``'s
-        one after another from one more thread on one connection; nothing when proxied."""
+        pipelined from one more thread on one connection; nothing when proxied."""
         prefetch = cls()
         info = credentials.info
         if info.proxy_url or (info.trust_env and _PROXIED.intersection(environment_proxies())):
@@ -171,8 +182,11 @@ def _fetch(
     asks: list[tuple[bytes, Future[Answer]]],
     timeout: float,
 ) -> None:
-    """Requests in turn on one blocking socket, each answer read whole before the next is sent; at
-    the first failure, that answer and every later one get the exception (their informers ask).
+    """Requests pipelined on one blocking socket: every head written at once, the answers read in
+    order from the stream, each future resolved as its answer ends (bytes of the next answer in the
+    same read are kept for it). At the first failure, the answer being read and every later one
+    get the exception (their informers ask). The heads are a few KB, well within the socket
+    buffers, so writing them all before reading cannot wait on the server's writing.
 
     The thread needs the GIL after every TLS record (16 KB) and gets it every switch interval
     (5 ms) while the imports run, so most of a large answer is read once they are done; the
@@ -180,28 +194,20 @@ def _fetch(
     (A 0.5 ms interval while reading got the answers in before the runtime was built, but slowed
     the imports by more than it saved: 5,000 nodes' runtime started 0.42-0.67 s after the process
     instead of 0.39-0.41 s.)"""
-    done = 0
+    answers = _Answers([future for _, future in asks])
     try:
         with socket.create_connection((host, port), timeout=timeout) as raw:
             sock = context.wrap_socket(raw, server_hostname=server_hostname) if context else raw
             with sock:
+                sock.sendall(b"".join(head for head, _ in asks))
                 buffer = bytearray(1 << 20)
-                for head, future in asks:
-                    future.set_result(_exchange(sock, buffer, head))
-                    done += 1
+                view = memoryview(buffer)
+                while answers.done < len(asks):
+                    n = sock.recv_into(buffer)
+                    if n == 0:
+                        raise ConnectionError("closed before the whole answer")
+                    answers.parser.feed_data(view[:n])
     except Exception as exc:  # the informers ask again, and report what they get then
-        for head, future in asks[done:]:
+        for head, future in asks[answers.done :]:
             logger.debug("Prefetching %s failed: %s", head.split(b" ", 2)[1].decode(), exc)
             future.set_exception(exc)
-
-
-def _exchange(sock: socket.socket, buffer: bytearray, head: bytes) -> Answer:
-    sock.sendall(head)
-    collect = _Collect()
-    view = memoryview(buffer)
-    while not collect.complete:
-        n = sock.recv_into(buffer)
-        if n == 0:
-            raise ConnectionError("closed before the whole answer")
-        collect.parser.feed_data(view[:n])
-    return collect.parser.get_status_code(), b"".join(collect.body)
