@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def resolved(profiles: list[Any]) -> dict[str, Any]:
         out[p.scheduler_name] = (
             r.points,
             {n: r.weights[n] for n in r.points["score"]},
-            {n: a.model_dump() if a is not None else None for n, a in r.args.items()},
+            {n: dataclasses.asdict(a) if a is not None else None for n, a in r.args.items()},
             p.percentage_of_nodes_to_score,
             p.pod_initial_backoff_seconds,
             p.pod_max_backoff_seconds,

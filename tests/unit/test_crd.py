@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
 
 from kopf_scheduler.cluster import crd
-from kopf_scheduler.config.profile import SchedulerProfileSpec
+from kopf_scheduler.config.profile import SchedulerProfileSpec, to_camel
 from kopf_scheduler.framework.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,25 +29,26 @@ def test_crd_file_is_generated_from_the_models() -> None:
     )
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+def _model_of(annotation: Any) -> type[Any] | None:
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return annotation
-    for arg in getattr(annotation, "__args__", ()):
+    for arg in typing.get_args(annotation):
         found = _model_of(arg)
         if found is not None:
             return found
     return None
 
 
-def _walk(model: type[BaseModel], schema: Mapping[str, Any], path: str) -> None:
+def _walk(model: type[Any], schema: Mapping[str, Any], path: str) -> None:
     props = schema.get("properties", {})
-    aliases = {f.alias or name for name, f in model.model_fields.items()}
-    assert set(props) == aliases, f"{path}: CRD fields {sorted(props)} != model fields {sorted(aliases)}"
-    for name, field in model.model_fields.items():
-        sub = props[field.alias or name]
-        nested = _model_of(field.annotation)
+    hints = typing.get_type_hints(model)
+    aliases = {to_camel(f.name): f for f in dataclasses.fields(model)}
+    assert set(props) == set(aliases), f"{path}: CRD fields {sorted(props)} != model fields {sorted(aliases)}"
+    for alias, field in aliases.items():
+        sub = props[alias]
+        nested = _model_of(hints[field.name])
         if nested is not None:
-            _walk(nested, sub["items"] if sub["type"] == "array" else sub, f"{path}.{field.alias or name}")
+            _walk(nested, sub["items"] if sub["type"] == "array" else sub, f"{path}.{alias}")
 
 
 def test_every_model_field_is_in_the_schema_and_nothing_else() -> None:
@@ -185,3 +187,18 @@ def test_validator_catches_what_the_apiserver_would() -> None:
         _validate({"plugins": {}}, schema)
     with pytest.raises(AssertionError, match="percentageOfNodesToScore"):
         _validate({"schedulerName": "x", "percentageOfNodesToScore": 101}, schema)
+
+
+def test_field_names_are_spelled_as_pydantics_alias_generator_spells_them() -> None:
+    """``to_camel`` stands in for pydantic's (not imported before the first validation)."""
+    from pydantic.alias_generators import to_camel as pydantics
+
+    from kopf_scheduler.config.profile import PluginConfig, PluginRef, Plugins, PluginSet
+
+    names = [
+        f.name
+        for m in (SchedulerProfileSpec, Plugins, PluginSet, PluginRef, PluginConfig)
+        for f in dataclasses.fields(m)
+    ]
+    assert len(names) > 20
+    assert [to_camel(n) for n in names] == [pydantics(n) for n in names]

@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kopf_scheduler.config.profile import (
     DEFAULT_MULTI_POINT,
+    Plugins,
     ProfileError,
+    adapter,
     merge_plugins,
     profile_json_schema,
 )
@@ -108,9 +110,7 @@ def test_default_plugins_and_weights_match_the_reference() -> None:
 
 
 def test_merge_replaces_default_in_place_and_star_disables() -> None:
-    from kopf_scheduler.config.profile import Plugins
-
-    custom_plugins = Plugins.model_validate(
+    custom_plugins = adapter(Plugins).validate_python(
         {"multiPoint": {"enabled": [{"name": "NodeAffinity", "weight": 7}, {"name": "Extra"}]}}
     )
     merged = merge_plugins(custom_plugins)
@@ -118,7 +118,7 @@ def test_merge_replaces_default_in_place_and_star_disables() -> None:
     assert names.index("NodeAffinity") == 5  # kept in the default position
     assert next(p.weight for p in merged.multi_point.enabled if p.name == "NodeAffinity") == 7
     assert names[-1] == "Extra"
-    star = merge_plugins(Plugins.model_validate({"multiPoint": {"disabled": [{"name": "*"}]}}))
+    star = merge_plugins(adapter(Plugins).validate_python({"multiPoint": {"disabled": [{"name": "*"}]}}))
     assert star.multi_point.enabled == []
     # merging is idempotent
     assert merge_plugins(merged).multi_point.enabled == merged.multi_point.enabled

@@ -1,4 +1,4 @@
-"""Scheduler profiles: the reference's ``KubeSchedulerProfile`` as pydantic models, plus defaults.
+"""Scheduler profiles: the reference's ``KubeSchedulerProfile`` as typed dataclasses, plus defaults.
 
 A profile spec is what a ``SchedulerProfile`` custom resource carries. ``parse_profile`` parses it
 and merges it into the default plugin set exactly as the reference's v1 defaulting does
@@ -6,24 +6,35 @@ and merges it into the default plugin set exactly as the reference's v1 defaulti
 point). Resolving it against the plugin registry is framework construction and lives in
 ``framework/profiles.py`` (``load_profile``). Pure data: nothing here imports the framework
 (``ResolvedPlugins``, what it derives, is declared here for that reason).
+
+Why stdlib dataclasses, validated by pydantic: pydantic stays the validator (constraints, aliases and
+descriptions ride in each field's metadata, which pydantic reads; ``__pydantic_config__`` is a plain
+dict), but it is imported at the first validation (a SchedulerProfile, a ``--config`` file, a
+pluginConfig entry), not on the way to the first bind: importing it and building the models was
+~55 ms of every start (issue 30). Plugin ``Args`` follow the same pattern (``Before``/``After``
+stand in for pydantic's field validators).
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
-from pydantic.alias_generators import to_camel
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kopf_scheduler.config import features, kubescheduler
 
+if TYPE_CHECKING:
+    from pydantic import ConfigDict, GetCoreSchemaHandler, TypeAdapter, ValidationError
+    from pydantic_core import CoreSchema
+
 __all__ = [
+    "ARGS_CONFIG",
     "DEFAULT_MULTI_POINT",
     "DEFAULT_SCHEDULER_NAME",
     "EXTENSION_POINTS",
+    "After",
+    "Before",
     "PluginConfig",
     "PluginRef",
     "PluginSet",
@@ -32,13 +43,15 @@ __all__ = [
     "ResolvedPlugins",
     "SchedulerProfileSpec",
     "ValidDefaults",
-    "constructed",
+    "adapter",
     "default_args",
     "default_spec",
     "location",
     "merge_plugins",
     "parse_profile",
     "profile_json_schema",
+    "to_camel",
+    "validation_errors",
 ]
 
 DEFAULT_SCHEDULER_NAME = "kopf-scheduler"
@@ -71,157 +84,242 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = features.default_multi
     features.FeatureGates()
 )
 
-_M = TypeVar("_M", bound=BaseModel)
+_T = TypeVar("_T")
 
 # TypeMeta a plugin's args may carry (kube-scheduler's --write-config-to and /configz write it).
 ARGS_API_VERSION = "kubescheduler.config.k8s.io/v1"
 
 
-class _Model(BaseModel):
-    # defer_build: the validators are built at the first validation (a SchedulerProfile, a --config
-    # file), not at import: the default profile is constructed (``default_spec``), and the way to the
-    # first bind validates nothing here (building the five cost ~10 ms of the import).
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
-    )
+def to_camel(name: str) -> str:
+    """``scheduler_name`` -> ``schedulerName``: the API's spelling of a field (pydantic's
+    ``alias_generators.to_camel`` for these names; a test holds them equal)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-class PluginRef(_Model):
+# pydantic's model config for these dataclasses, as a plain dict (a ConfigDict is a TypedDict).
+_CONFIG: ConfigDict = {"alias_generator": to_camel, "populate_by_name": True, "extra": "forbid"}
+# Plugin args name their aliases themselves (the reference's JSON names are not all camelCase).
+ARGS_CONFIG: ConfigDict = {"populate_by_name": True, "extra": "forbid"}
+
+
+_ADAPTERS: dict[type, Any] = {}
+
+
+def adapter(model: type[_T]) -> TypeAdapter[_T]:
+    """pydantic's validator of a dataclass (or model), built at its first use and kept."""
+    found: TypeAdapter[_T] | None = _ADAPTERS.get(model)
+    if found is None:
+        from pydantic import TypeAdapter
+
+        found = _ADAPTERS[model] = TypeAdapter(model)
+    return found
+
+
+# pydantic's words for a model's errors, where a dataclass's differ (the messages users see).
+_MODEL_WORDS = {
+    "unexpected_keyword_argument": "Extra inputs are not permitted",
+    "missing_argument": "Field required",
+}
+
+
+def validation_errors(exc: ValidationError) -> list[tuple[tuple[int | str, ...], str]]:
+    """``(location, message)`` of each error, worded as pydantic words a model's."""
+    return [(tuple(err["loc"]), _MODEL_WORDS.get(err["type"], err["msg"])) for err in exc.errors()]
+
+
+class Before:
+    """``Annotated[T, Before(fn)]``: ``fn`` rewrites the raw value before it is validated as ``T``
+    (pydantic's ``BeforeValidator``, declared without importing pydantic)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(self.fn, handler(source))
+
+
+class After:
+    """``Annotated[T, After(fn)]``: ``fn`` checks (and may replace) the value validated as ``T``
+    (pydantic's ``AfterValidator``, declared without importing pydantic)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(self.fn, handler(source))
+
+
+@dataclass
+class PluginRef:
     """A plugin by name, with its weight where one applies (only Score plugins have weights)."""
 
-    name: str = Field(min_length=1, description="The plugin's name, as registered (e.g. NodeResourcesFit).")
-    weight: int | None = Field(
+    __pydantic_config__ = _CONFIG
+
+    name: str = field(
+        metadata={"min_length": 1, "description": "The plugin's name, as registered (e.g. NodeResourcesFit)."}
+    )
+    weight: int | None = field(
         default=None,
-        ge=0,
-        le=MAX_WEIGHT,
-        description="The plugin's weight; used only at the Score extension point. Unset or 0 means 1.",
+        metadata={
+            "ge": 0,
+            "le": MAX_WEIGHT,
+            "description": "The plugin's weight; used only at the Score extension point. Unset or 0 means 1.",
+        },
     )
 
 
-class PluginSet(_Model):
+@dataclass
+class PluginSet:
     """Plugins to enable and default plugins to disable at one extension point.
 
     When both lists are empty, the extension point keeps its default plugins.
     """
 
-    enabled: list[PluginRef] = Field(
+    __pydantic_config__ = _CONFIG
+
+    enabled: list[PluginRef] = field(
         default_factory=list,
-        description="Plugins to enable besides the defaults; they run after the default plugins, in "
-        "the order listed here.",
+        metadata={
+            "description": "Plugins to enable besides the defaults; they run after the default plugins, in "
+            "the order listed here."
+        },
     )
-    disabled: list[PluginRef] = Field(
+    disabled: list[PluginRef] = field(
         default_factory=list,
-        description='Default plugins to disable; a single entry named "*" disables all of them.',
+        metadata={
+            "description": 'Default plugins to disable; a single entry named "*" disables all of them.'
+        },
     )
 
 
-class Plugins(_Model):
+@dataclass
+class Plugins:
     """Plugins per extension point, merged into the defaults.
 
     An extension point left out keeps its default plugins. Enabled plugins run after the defaults;
     to run one earlier, disable the defaults there and enable them again in the wanted order.
     """
 
-    pre_enqueue: PluginSet = Field(
+    __pydantic_config__ = _CONFIG
+
+    pre_enqueue: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins run before a pod is added to the scheduling queue; a pod waits while one "
-        "rejects it.",
+        metadata={
+            "description": "Plugins run before a pod is added to the scheduling queue; a pod waits while one"
+            " rejects it."
+        },
     )
-    queue_sort: PluginSet = Field(
+    queue_sort: PluginSet = field(
         default_factory=PluginSet,
-        description="The plugin that orders pods in the scheduling queue; exactly one must be in force.",
+        metadata={
+            "description": "The plugin that orders pods in the scheduling queue; exactly one must be in "
+            "force."
+        },
     )
-    pre_filter: PluginSet = Field(
+    pre_filter: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins run at the PreFilter extension point, once per pod before filtering.",
+        metadata={
+            "description": "Plugins run at the PreFilter extension point, once per pod before filtering."
+        },
     )
-    filter: PluginSet = Field(
+    filter: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins that rule out the nodes that cannot run the pod.",
+        metadata={"description": "Plugins that rule out the nodes that cannot run the pod."},
     )
-    post_filter: PluginSet = Field(
+    post_filter: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins run after filtering, only when no node fits the pod (e.g. preemption).",
+        metadata={
+            "description": "Plugins run after filtering, only when no node fits the pod (e.g. preemption)."
+        },
     )
-    pre_score: PluginSet = Field(
+    pre_score: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins run before scoring, once per pod.",
+        metadata={"description": "Plugins run before scoring, once per pod."},
     )
-    score: PluginSet = Field(
+    score: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins that rank the nodes that passed filtering; their scores are weighted and "
-        "summed.",
+        metadata={
+            "description": "Plugins that rank the nodes that passed filtering; their scores are weighted and"
+            " summed."
+        },
     )
-    reserve: PluginSet = Field(
+    reserve: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins that reserve resources once a node is chosen, and release them if the pod "
-        "is not bound.",
+        metadata={
+            "description": "Plugins that reserve resources once a node is chosen, and release them if the "
+            "pod is not bound."
+        },
     )
-    permit: PluginSet = Field(
+    permit: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins that may hold back or deny the binding of a pod.",
+        metadata={"description": "Plugins that may hold back or deny the binding of a pod."},
     )
-    pre_bind: PluginSet = Field(
+    pre_bind: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins run just before a pod is bound (e.g. binding its volumes).",
+        metadata={"description": "Plugins run just before a pod is bound (e.g. binding its volumes)."},
     )
-    bind: PluginSet = Field(
+    bind: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins that bind the pod to its node, in order; the first one that succeeds ends "
-        "the list.",
+        metadata={
+            "description": "Plugins that bind the pod to its node, in order; the first one that succeeds "
+            "ends the list."
+        },
     )
-    post_bind: PluginSet = Field(
+    post_bind: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins run after a pod has been bound.",
+        metadata={"description": "Plugins run after a pod has been bound."},
     )
-    multi_point: PluginSet = Field(
+    multi_point: PluginSet = field(
         default_factory=PluginSet,
-        description="Plugins enabled at every extension point they implement: the simple way to "
-        "configure a plugin.",
+        metadata={
+            "description": "Plugins enabled at every extension point they implement: the simple way to "
+            "configure a plugin."
+        },
     )
 
     def point(self, camel: str) -> PluginSet:
-        # A field by its API name (every key of _SNAKE names one of this model's fields): no probe.
+        # A field by its API name (every key of _SNAKE names one of this class's fields): no probe.
         ps: PluginSet = getattr(self, _SNAKE[camel])
         return ps
 
 
-_SNAKE = {to_camel(name): name for name in Plugins.model_fields}
+_SNAKE = {to_camel(f.name): f.name for f in dataclasses.fields(Plugins)}
 
 
-class PluginConfig(_Model):
+@dataclass
+class PluginConfig:
     """Arguments handed to a plugin when it is created (once, however many extension points it serves)."""
 
-    name: str = Field(min_length=1, description="The name of the plugin these arguments are for.")
-    args: dict[str, Any] = Field(
+    __pydantic_config__ = _CONFIG
+
+    name: str = field(
+        metadata={"min_length": 1, "description": "The name of the plugin these arguments are for."}
+    )
+    args: dict[str, Any] = field(
         default_factory=dict,
-        description="The plugin's arguments (its *Args type, e.g. NodeResourcesFitArgs); the plugin "
-        "validates them. Omitted fields take the plugin's defaults.",
+        metadata={
+            "description": "The plugin's arguments (its *Args type, e.g. NodeResourcesFitArgs); the plugin "
+            "validates them. Omitted fields take the plugin's defaults."
+        },
     )
 
 
 class ValidDefaults:
-    """A plugin's Args model whose defaults are valid as declared (our own constants): its default
+    """A plugin's Args whose defaults are valid as declared (our own constants): its default
     instance, for a plugin without a pluginConfig entry, is constructed rather than validated
-    (``default_args``), so the default profile builds no validator on the way to the first bind.
+    (``default_args``), so the default profile imports no validator on the way to the first bind.
     ``test_config_defaults`` checks, for every in-tree Args, that it equals the validated one."""
 
 
-def default_args(model: type[BaseModel]) -> BaseModel:
-    """``model()``, the args of a plugin the profile gives none; constructed for ``ValidDefaults``."""
-    return constructed(model, {}) if issubclass(model, ValidDefaults) else model()
-
-
-def constructed(model: type[_M], values: Mapping[str, Any]) -> _M:
-    """``model.model_validate(values)`` for values known valid (our constants, by field name), without
-    validating. ``model_construct`` is given every field, each default factory called here: its own
-    call inspects the factory's signature every time (~0.2 ms for ``list``, more than validating)."""
-    full = dict(values)
-    for name, info in model.model_fields.items():
-        if name not in full:
-            factory = cast("Callable[[], Any] | None", info.default_factory)
-            full[name] = factory() if factory is not None else copy.deepcopy(info.default)
-    return model.model_construct(set(values), **full)
+def default_args(model: type[_T]) -> _T:
+    """The args of a plugin the profile gives none: ``model()`` for ``ValidDefaults`` (a dataclass of
+    our constants), else validated from ``{}`` (an out-of-tree Args may need fields, or check them)."""
+    return model() if issubclass(model, ValidDefaults) else adapter(model).validate_python({})
 
 
 @dataclass(slots=True)
@@ -247,54 +345,67 @@ class ResolvedPlugins:
         return list(seen)
 
 
-class SchedulerProfileSpec(_Model):
+@dataclass
+class SchedulerProfileSpec:
     """One profile (``KubeSchedulerProfile``) plus our per-profile queue backoff settings."""
 
-    scheduler_name: str = Field(
-        min_length=1,
-        description="The scheduler name this profile serves: pods whose spec.schedulerName equals it "
-        "are scheduled with this profile.",
+    __pydantic_config__ = _CONFIG
+
+    scheduler_name: str = field(
+        metadata={
+            "min_length": 1,
+            "description": "The scheduler name this profile serves: pods whose spec.schedulerName equals "
+            "it are scheduled with this profile.",
+        }
     )
-    percentage_of_nodes_to_score: int | None = Field(
+    percentage_of_nodes_to_score: int | None = field(
         default=None,
-        ge=0,
-        le=100,
-        description="Stop looking for feasible nodes once this percentage of all nodes has been found "
-        "feasible (but never fewer than 100 nodes); e.g. 30 in a 500-node cluster stops at 150. Unset or "
-        "0 means adaptive: from 50% in small clusters down to 5% in large ones.",
+        metadata={
+            "ge": 0,
+            "le": 100,
+            "description": "Stop looking for feasible nodes once this percentage of all nodes has been "
+            "found feasible (but never fewer than 100 nodes); e.g. 30 in a 500-node cluster stops at 150. "
+            "Unset or 0 means adaptive: from 50% in small clusters down to 5% in large ones.",
+        },
     )
-    pod_initial_backoff_seconds: float = Field(
+    pod_initial_backoff_seconds: float = field(
         default=1.0,
-        gt=0,
-        description="The first backoff of a pod that could not be scheduled, in seconds; it doubles at "
-        "each further attempt. Default 1.",
+        metadata={
+            "gt": 0,
+            "description": "The first backoff of a pod that could not be scheduled, in seconds; it doubles "
+            "at each further attempt. Default 1.",
+        },
     )
-    pod_max_backoff_seconds: float = Field(
+    pod_max_backoff_seconds: float = field(
         default=10.0,
-        gt=0,
-        description="The longest backoff of a pod that could not be scheduled, in seconds; at least "
-        "podInitialBackoffSeconds. Default 10.",
+        metadata={
+            "gt": 0,
+            "description": "The longest backoff of a pod that could not be scheduled, in seconds; at least "
+            "podInitialBackoffSeconds. Default 10.",
+        },
     )
-    plugins: Plugins | None = Field(
+    plugins: Plugins | None = field(
         default=None,
-        description="Plugins to enable or disable per extension point, on top of the default plugins. "
-        "An extension point with neither keeps its defaults.",
+        metadata={
+            "description": "Plugins to enable or disable per extension point, on top of the default plugins."
+            " An extension point with neither keeps its defaults."
+        },
     )
-    plugin_config: list[PluginConfig] = Field(
+    plugin_config: list[PluginConfig] = field(
         default_factory=list,
-        description="Arguments per plugin; a plugin without an entry uses its default arguments.",
+        metadata={
+            "description": "Arguments per plugin; a plugin without an entry uses its default arguments."
+        },
     )
 
-    # Set by framework.profiles.load_profile; config imports no plugin class.
-    _resolved: ResolvedPlugins | None = PrivateAttr(default=None)
-
-    @model_validator(mode="after")
-    def _backoff_order(self) -> SchedulerProfileSpec:
+    def __post_init__(self) -> None:
+        # Set by framework.profiles.load_profile; config imports no plugin class. Not a field: not
+        # validated, compared, or part of the schema.
+        self._resolved: ResolvedPlugins | None = None
         if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
             raise ValueError(
                 "podMaxBackoffSeconds: must be greater than or equal to podInitialBackoffSeconds"
             )
-        return self
 
     @property
     def resolved(self) -> ResolvedPlugins | None:
@@ -316,7 +427,7 @@ class ProfileError(ValueError):
 # --- defaults and merging -----------------------------------------------------------------------
 
 
-_POINTS = tuple(field.alias or name for name, field in Plugins.model_fields.items())
+_POINTS = tuple(_SNAKE)
 
 
 def merge_plugins(custom: Plugins | None) -> Plugins:
@@ -329,30 +440,29 @@ def merge_plugins(custom: Plugins | None) -> Plugins:
     """
     if custom is None:
         return _default_plugins()
-    merged = kubescheduler.merge_plugins(custom.model_dump(by_alias=True, exclude_none=True))
+    plugins = adapter(Plugins)
+    merged = kubescheduler.merge_plugins(plugins.dump_python(custom, by_alias=True, exclude_none=True))
     # The v1 file has points a profile does not carry (placementGenerate, ...): left empty by both.
-    return Plugins.model_validate({point: merged.get(point) or {} for point in _POINTS})
+    return plugins.validate_python({point: merged.get(point) or {} for point in _POINTS})
 
 
 def _default_plugins() -> Plugins:
-    """``Plugins.model_validate`` of the default plugins, built as it builds them, without validating."""
+    """``Plugins`` validated from the default plugins, built as it builds them, without validating."""
     merged = kubescheduler.merge_plugins(None)
-    return constructed(Plugins, {_SNAKE[point]: _plugin_set(merged.get(point) or {}) for point in _POINTS})
+    return Plugins(**{_SNAKE[point]: _plugin_set(merged.get(point) or {}) for point in _POINTS})
 
 
 def _plugin_set(raw: Mapping[str, Any]) -> PluginSet:
-    lists = {key: [constructed(PluginRef, ref) for ref in refs] for key, refs in raw.items()}
-    return constructed(PluginSet, lists)
+    return PluginSet(**{key: [PluginRef(**ref) for ref in refs] for key, refs in raw.items()})
 
 
 def default_spec(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerProfileSpec:
     """``parse_profile({"schedulerName": scheduler_name})`` without validating: the profile that exists
     without any SchedulerProfile resource is made of our own constants, and the way to the first bind
-    need not build the models' validators for it (``test_config_defaults`` checks the two are equal)."""
+    need not import the validator for it (``test_config_defaults`` checks the two are equal)."""
     if not scheduler_name:  # not ours to construct: the validation's message
         return parse_profile({"schedulerName": scheduler_name})
-    given = {"scheduler_name": scheduler_name, "plugins": _default_plugins()}
-    return constructed(SchedulerProfileSpec, given)
+    return SchedulerProfileSpec(scheduler_name=scheduler_name, plugins=_default_plugins())
 
 
 def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:
@@ -360,16 +470,17 @@ def parse_profile(spec: Mapping[str, Any]) -> SchedulerProfileSpec:
 
     Only the shape is checked here; ``framework.profiles.load_profile`` also resolves the plugins
     against a registry (unknown plugins, extension points, weights, args)."""
+    from pydantic import ValidationError
+
     spec, errors = strip_args_type_meta(spec)
     if errors:
         raise ProfileError(errors)
     try:
-        profile = SchedulerProfileSpec.model_validate(dict(spec))
+        profile = adapter(SchedulerProfileSpec).validate_python(dict(spec))
     except ValidationError as exc:
-        for err in exc.errors():
-            msg = err["msg"]
-            loc = location(err["loc"])
-            if msg.startswith("Value error, ") and ": " in msg:  # our model validator names its field
+        for where, msg in validation_errors(exc):
+            loc = location(where)
+            if msg.startswith("Value error, ") and ": " in msg:  # our own check names its field
                 loc, _, msg = msg.removeprefix("Value error, ").partition(": ")
             errors.append((loc, msg))
         raise ProfileError(errors) from None
@@ -428,4 +539,4 @@ def location(loc: Sequence[int | str]) -> str:
 
 def profile_json_schema() -> dict[str, Any]:
     """JSON schema of a profile spec (camelCase), for generating the CRD."""
-    return SchedulerProfileSpec.model_json_schema(by_alias=True)
+    return adapter(SchedulerProfileSpec).json_schema(by_alias=True)

@@ -41,7 +41,6 @@ from kopf_scheduler.framework.events import (
 
 if TYPE_CHECKING:
     import numpy as np
-    from pydantic import BaseModel
 
     from kopf_scheduler.api.objects import Pod
     from kopf_scheduler.api.podgroup import PodGroup
@@ -395,9 +394,11 @@ class Plugin:
     ``Args``: the registry checks it when the class is registered)."""
 
     name: str = ""
-    # The pydantic model of the plugin's pluginConfig args (the reference's typed args: validated
-    # and defaulted by it when a profile is resolved); None: the plugin takes no args.
-    Args: ClassVar[type[BaseModel] | None] = None
+    # The type of the plugin's pluginConfig args (the reference's typed args: validated and
+    # defaulted by pydantic when a profile is resolved): a dataclass (its fields' metadata and
+    # ``__pydantic_config__`` as in config/profile.py; pydantic is imported at the first
+    # validation) or a pydantic model. None: the plugin takes no args.
+    Args: ClassVar[type | None] = None
 
     def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
         self.args = args

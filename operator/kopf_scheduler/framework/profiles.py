@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from kopf_scheduler.config.kubescheduler import ConfigError, KubeSchedulerConfiguration, plugin_init_error
 from kopf_scheduler.config.profile import (
     DEFAULT_SCHEDULER_NAME,
@@ -22,11 +20,13 @@ from kopf_scheduler.config.profile import (
     ProfileError,
     ResolvedPlugins,
     SchedulerProfileSpec,
+    adapter,
     default_args,
     default_spec,
     location,
     merge_plugins,
     parse_profile,
+    validation_errors,
 )
 from kopf_scheduler.framework.interface import EXTENSION_POINT_PROTOCOLS, ScorePlugin, implements
 from kopf_scheduler.framework.registry import PluginImportError, Registry, default_registry
@@ -151,11 +151,13 @@ def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None
                 errors.append((f"{path}.args", f"plugin {pc.name!r} takes no args"))
             args[pc.name] = None
             continue
+        from pydantic import ValidationError  # the first args to validate: pydantic's import
+
         try:
-            args[pc.name] = model.model_validate(pc.args)
+            args[pc.name] = adapter(model).validate_python(pc.args)
         except ValidationError as exc:
-            for err in exc.errors():
-                errors.append((location([f"{path}.args", *err["loc"]]), err["msg"]))
+            for where, msg in validation_errors(exc):
+                errors.append((location([f"{path}.args", *where]), msg))
     needed = {n for names in points.values() for n in names}
     for name in needed:
         if name in args:
@@ -166,10 +168,13 @@ def resolve_plugins(spec: SchedulerProfileSpec, registry: Registry | None = None
             continue
         try:
             args[name] = default_args(model)
-        except ValidationError as exc:
-            errors.append(
-                (f"pluginConfig[{name}].args", f"plugin {name!r} needs args: {exc.errors()[0]['msg']}")
-            )
+        except ValueError as exc:  # pydantic's ValidationError is one (validated: not our defaults)
+            from pydantic import ValidationError
+
+            if not isinstance(exc, ValidationError):
+                raise
+            first = validation_errors(exc)[0][1]
+            errors.append((f"pluginConfig[{name}].args", f"plugin {name!r} needs args: {first}"))
 
     if errors:
         raise ProfileError(errors)

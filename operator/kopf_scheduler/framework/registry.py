@@ -16,13 +16,13 @@ when it is registered (a class) or first loaded (a target): what Go's compiler c
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
-
-from pydantic import BaseModel
 
 from kopf_scheduler.framework.interface import (
     CAPABILITIES,
@@ -131,9 +131,20 @@ def capability_problems(cls: type) -> list[str]:
         if near:
             problems.append(f"has {name}(), which is no hook: a misspelt {near[0]}()?")
     args = _declared_args(cls)
-    if args is not None and not (isinstance(args, type) and issubclass(args, BaseModel)):
-        problems.append(f"has Args = {args!r}, which is no pydantic model (nor None)")
+    if args is not None and not _is_args_type(args):
+        problems.append(f"has Args = {args!r}, which is no dataclass nor pydantic model (nor None)")
     return problems
+
+
+def _is_args_type(args: object) -> bool:
+    """A dataclass (validated by pydantic at its first pluginConfig) or a pydantic model. A class can
+    only be a pydantic model once pydantic is imported, so this needs no import of its own."""
+    if not isinstance(args, type):
+        return False
+    if dataclasses.is_dataclass(args):
+        return True
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and issubclass(args, pydantic.BaseModel)
 
 
 def _declared_args(cls: type) -> object:
@@ -145,14 +156,14 @@ def _declared_args(cls: type) -> object:
     return None
 
 
-def plugin_args_model(cls: type) -> type[BaseModel] | None:
-    """A checked plugin class's args model (None: it takes no args)."""
+def plugin_args_model(cls: type) -> type | None:
+    """A checked plugin class's args type (None: it takes no args)."""
     args = _declared_args(cls)
     if args is None:
         return None
-    if not (isinstance(args, type) and issubclass(args, BaseModel)):
+    if not isinstance(args, type) or not _is_args_type(args):
         raise PluginCapabilityError(
-            f"plugin class {cls.__qualname__} has Args = {args!r}, which is no pydantic model"
+            f"plugin class {cls.__qualname__} has Args = {args!r}, which is no dataclass nor pydantic model"
         )
     return args
 
@@ -192,7 +203,7 @@ class Registry(Mapping[str, Any]):
     ) -> None:
         self._targets: dict[str, Any] = dict(entries or {})
         self._loaded: dict[str, type] = {}
-        self._args: dict[str, type[BaseModel] | None] = {}
+        self._args: dict[str, type | None] = {}
         self._unscanned = entry_point_group
 
     def _scan(self) -> None:
@@ -255,8 +266,8 @@ class Registry(Mapping[str, Any]):
         self._args[name] = plugin_args_model(cls)
         return cls
 
-    def args_model(self, name: str) -> type[BaseModel] | None:
-        """The plugin's pluginConfig args model, as checked when it was loaded (None: no args);
+    def args_model(self, name: str) -> type | None:
+        """The plugin's pluginConfig args type, as checked when it was loaded (None: no args);
         the errors of :meth:`get_class`."""
         self.get_class(name)
         return self._args[name]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import copy
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -277,7 +278,9 @@ def _with_extender_ignored_resources(args: dict[str, Any], extenders: Sequence[E
     fit = args.get(_NODE_RESOURCES_FIT)
     if not ignored or fit is None:
         return args
-    return {**args, _NODE_RESOURCES_FIT: fit.model_copy(update={"ignored_resources": ignored})}
+    fit = copy.copy(fit)  # the profile's own args stay as they are; a copy, not re-validated
+    fit.ignored_resources = ignored
+    return {**args, _NODE_RESOURCES_FIT: fit}
 
 
 # --- the framework ------------------------------------------------------------------------------

@@ -14,11 +14,10 @@ import functools
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -75,16 +74,16 @@ def _prefixed(
     return result, status
 
 
-class DefaultPreemptionArgs(ValidDefaults, BaseModel):
+@dataclass
+class DefaultPreemptionArgs(ValidDefaults):
     """``DefaultPreemptionArgs`` with the reference's defaults and validation."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    min_candidate_nodes_percentage: int = Field(default=10, alias="minCandidateNodesPercentage")
-    min_candidate_nodes_absolute: int = Field(default=100, alias="minCandidateNodesAbsolute")
+    min_candidate_nodes_percentage: int = field(default=10, metadata={"alias": "minCandidateNodesPercentage"})
+    min_candidate_nodes_absolute: int = field(default=100, metadata={"alias": "minCandidateNodesAbsolute"})
 
-    @model_validator(mode="after")
-    def _validate(self) -> DefaultPreemptionArgs:
+    def __post_init__(self) -> None:
         errors: list[str] = []
         pct, absolute = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
         if pct < 0 or pct > 100:
@@ -104,7 +103,6 @@ class DefaultPreemptionArgs(ValidDefaults, BaseModel):
             )
         if errors:
             raise ValueError("; ".join(errors))
-        return self
 
 
 class PdbIndex:

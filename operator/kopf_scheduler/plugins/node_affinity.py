@@ -8,11 +8,10 @@ names nodes through ``matchFields metadata.name In``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.selectors import parse_affinity
@@ -26,7 +25,7 @@ from kopf_scheduler.api.types import (
     ObjectError,
     PreferredSchedulingTerm,
 )
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults, adapter
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -102,19 +101,18 @@ def _validate_term(term: NodeSelectorTerm, path: str) -> list[str]:
     ) + _validate_requirements(term.match_fields, f"{path}.matchFields", True)
 
 
-class NodeAffinityArgs(ValidDefaults, BaseModel):
+@dataclass
+class NodeAffinityArgs(ValidDefaults):
     """``NodeAffinityArgs``: ``addedAffinity`` is a core/v1 NodeAffinity applied to every pod."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    added_affinity: dict[str, Any] | None = Field(default=None, alias="addedAffinity")
-    _parsed: NodeAffinitySpec | None = PrivateAttr(default=None)
+    added_affinity: dict[str, Any] | None = field(default=None, metadata={"alias": "addedAffinity"})
 
-    @model_validator(mode="after")
-    def _validate(self) -> NodeAffinityArgs:
-        self._parsed = None
+    def __post_init__(self) -> None:
+        self._parsed: NodeAffinitySpec | None = None  # not a field: derived from added_affinity
         if self.added_affinity is None:
-            return self
+            return
         try:
             affinity = parse_affinity({"nodeAffinity": self.added_affinity}, "addedAffinity")
         except ObjectError as exc:
@@ -132,7 +130,6 @@ class NodeAffinityArgs(ValidDefaults, BaseModel):
         if errs:
             raise ValueError("; ".join(errs))
         self._parsed = parsed
-        return self
 
     @property
     def parsed(self) -> NodeAffinitySpec | None:
@@ -324,4 +321,6 @@ class NodeAffinity(Plugin):
 
 def parse_added_affinity(raw: Mapping[str, Any] | None) -> NodeAffinitySpec | None:
     """Convenience for callers holding a raw addedAffinity."""
-    return NodeAffinityArgs.model_validate({"addedAffinity": raw}).parsed if raw is not None else None
+    if raw is None:
+        return None
+    return adapter(NodeAffinityArgs).validate_python({"addedAffinity": raw}).parsed

@@ -11,14 +11,13 @@ accounting uses (``Pod.requests``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Pod
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults
 from kopf_scheduler.framework.interface import (
     Code,
     CycleState,
@@ -46,19 +45,17 @@ NAME = "NodeResourcesBalancedAllocation"
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 
 
-class NodeResourcesBalancedAllocationArgs(ValidDefaults, BaseModel):
+@dataclass
+class NodeResourcesBalancedAllocationArgs(ValidDefaults):
     """Resources default to cpu and memory; every weight must be 1 (weights are meaningless here)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    resources: list[ResourceSpec] = Field(default_factory=default_resources)
+    resources: list[ResourceSpec] = field(default_factory=default_resources)
 
-    def model_post_init(self, __context: object) -> None:
+    def __post_init__(self) -> None:
         if not self.resources:
             self.resources = default_resources()
-
-    @model_validator(mode="after")
-    def _validate(self) -> NodeResourcesBalancedAllocationArgs:
         errs = []
         seen: set[str] = set()
         for i, res in enumerate(self.resources):
@@ -69,7 +66,6 @@ class NodeResourcesBalancedAllocationArgs(ValidDefaults, BaseModel):
                 errs.append(f"resources[{i}].weight: Invalid value: {res.weight}: must be 1")
         if errs:
             raise ValueError("; ".join(errs))
-        return self
 
 
 @dataclass(slots=True)

@@ -8,15 +8,14 @@ name for a stable message); Score uses the configured scoring strategy through t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.types import Resource
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults
 from kopf_scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -68,28 +67,27 @@ MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 _STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
 
-_CONFIG = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
-
-
 # --- args ----------------------------------------------------------------------------------------
 
 
-class RequestedToCapacityRatioParam(BaseModel):
-    model_config = _CONFIG
+@dataclass
+class RequestedToCapacityRatioParam:
+    __pydantic_config__ = ARGS_CONFIG
 
-    shape: list[UtilizationShapePoint] = Field(default_factory=list)
+    shape: list[UtilizationShapePoint] = field(default_factory=list)
 
 
-class ScoringStrategy(BaseModel):
-    model_config = _CONFIG
+@dataclass
+class ScoringStrategy:
+    __pydantic_config__ = ARGS_CONFIG
 
     type: str = LEAST_ALLOCATED
-    resources: list[ResourceSpec] = Field(default_factory=default_resources)
-    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = Field(
-        default=None, alias="requestedToCapacityRatio"
+    resources: list[ResourceSpec] = field(default_factory=default_resources)
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = field(
+        default=None, metadata={"alias": "requestedToCapacityRatio"}
     )
 
-    def model_post_init(self, __context: object) -> None:
+    def __post_init__(self) -> None:
         if not self.resources:  # v1 defaulting: an empty list means cpu and memory
             self.resources = default_resources()
 
@@ -126,19 +124,21 @@ def validate_function_shape(shape: Sequence[UtilizationShapePoint], path: str) -
     return errs
 
 
-class NodeResourcesFitArgs(ValidDefaults, BaseModel):
+@dataclass
+class NodeResourcesFitArgs(ValidDefaults):
     """``NodeResourcesFitArgs`` with the v1 defaults (LeastAllocated over cpu=1, memory=1)."""
 
-    model_config = _CONFIG
+    __pydantic_config__ = ARGS_CONFIG
 
-    ignored_resources: list[str] = Field(default_factory=list, alias="ignoredResources")
-    ignored_resource_groups: list[str] = Field(default_factory=list, alias="ignoredResourceGroups")
-    scoring_strategy: ScoringStrategy = Field(
-        default_factory=ScoringStrategy.model_construct, alias="scoringStrategy"
+    ignored_resources: list[str] = field(default_factory=list, metadata={"alias": "ignoredResources"})
+    ignored_resource_groups: list[str] = field(
+        default_factory=list, metadata={"alias": "ignoredResourceGroups"}
+    )
+    scoring_strategy: ScoringStrategy = field(
+        default_factory=ScoringStrategy, metadata={"alias": "scoringStrategy"}
     )
 
-    @model_validator(mode="after")
-    def _validate(self) -> NodeResourcesFitArgs:
+    def __post_init__(self) -> None:
         errs: list[str] = []
         for i, res in enumerate(self.ignored_resources):
             msg = validate_qualified_name(res)
@@ -168,7 +168,6 @@ class NodeResourcesFitArgs(ValidDefaults, BaseModel):
             errs.append("scoringStrategy.requestedToCapacityRatio: Required value: a shape must be specified")
         if errs:
             raise ValueError("; ".join(errs))
-        return self
 
 
 # --- fitsRequest -----------------------------------------------------------------------------------

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.selectors import parse_topology_spread
 from kopf_scheduler.api.types import TopologySpreadConstraint
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -89,22 +88,22 @@ _MAX_INT32 = 2**31 - 1
 # --- args -------------------------------------------------------------------------------------------
 
 
-class DefaultConstraint(BaseModel):
+@dataclass
+class DefaultConstraint:
     """A ``v1.TopologySpreadConstraint`` in ``defaultConstraints`` (no selector: deduced per pod)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    max_skew: int = Field(alias="maxSkew")
-    topology_key: str = Field(alias="topologyKey")
-    when_unsatisfiable: str = Field(alias="whenUnsatisfiable")
-    label_selector: dict[str, Any] | None = Field(default=None, alias="labelSelector")
-    min_domains: int | None = Field(default=None, alias="minDomains")
-    node_affinity_policy: str | None = Field(default=None, alias="nodeAffinityPolicy")
-    node_taints_policy: str | None = Field(default=None, alias="nodeTaintsPolicy")
-    match_label_keys: list[str] = Field(default_factory=list, alias="matchLabelKeys")
+    max_skew: int = field(metadata={"alias": "maxSkew"})
+    topology_key: str = field(metadata={"alias": "topologyKey"})
+    when_unsatisfiable: str = field(metadata={"alias": "whenUnsatisfiable"})
+    label_selector: dict[str, Any] | None = field(default=None, metadata={"alias": "labelSelector"})
+    min_domains: int | None = field(default=None, metadata={"alias": "minDomains"})
+    node_affinity_policy: str | None = field(default=None, metadata={"alias": "nodeAffinityPolicy"})
+    node_taints_policy: str | None = field(default=None, metadata={"alias": "nodeTaintsPolicy"})
+    match_label_keys: list[str] = field(default_factory=list, metadata={"alias": "matchLabelKeys"})
 
-    @model_validator(mode="after")
-    def _check(self) -> DefaultConstraint:
+    def __post_init__(self) -> None:
         if self.max_skew <= 0:
             raise ValueError(f"maxSkew: Invalid value: {self.max_skew}: not in valid range (0, inf)")
         if not self.topology_key:
@@ -119,22 +118,33 @@ class DefaultConstraint(BaseModel):
                 "labelSelector: Forbidden: "
                 "constraint must not define a selector, as they deduced for each pod"
             )
-        return self
 
     def to_constraint(self) -> TopologySpreadConstraint:
-        return parse_topology_spread(self.model_dump(by_alias=True, exclude_none=True), "defaultConstraints")
+        raw = {
+            "maxSkew": self.max_skew,
+            "topologyKey": self.topology_key,
+            "whenUnsatisfiable": self.when_unsatisfiable,
+            "labelSelector": self.label_selector,
+            "minDomains": self.min_domains,
+            "nodeAffinityPolicy": self.node_affinity_policy,
+            "nodeTaintsPolicy": self.node_taints_policy,
+            "matchLabelKeys": self.match_label_keys,
+        }
+        return parse_topology_spread({k: v for k, v in raw.items() if v is not None}, "defaultConstraints")
 
 
-class PodTopologySpreadArgs(ValidDefaults, BaseModel):
+@dataclass
+class PodTopologySpreadArgs(ValidDefaults):
     """``PodTopologySpreadArgs``; ``System`` defaulting uses the reference's built-in constraints."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    default_constraints: list[DefaultConstraint] = Field(default_factory=list, alias="defaultConstraints")
-    defaulting_type: Literal["System", "List"] = Field(default="System", alias="defaultingType")
+    default_constraints: list[DefaultConstraint] = field(
+        default_factory=list, metadata={"alias": "defaultConstraints"}
+    )
+    defaulting_type: Literal["System", "List"] = field(default="System", metadata={"alias": "defaultingType"})
 
-    @model_validator(mode="after")
-    def _check(self) -> PodTopologySpreadArgs:
+    def __post_init__(self) -> None:
         if self.defaulting_type == "System" and self.default_constraints:
             raise ValueError(
                 'defaultingType: Invalid value: "System": when .defaultConstraints are not empty'
@@ -145,7 +155,6 @@ class PodTopologySpreadArgs(ValidDefaults, BaseModel):
             if pair in seen:
                 raise ValueError(f"defaultConstraints[{i}]: Duplicate value: {{{pair[0]}, {pair[1]}}}")
             seen.add(pair)
-        return self
 
 
 # --- states -----------------------------------------------------------------------------------------

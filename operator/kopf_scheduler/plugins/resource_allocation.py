@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, Resource
+from kopf_scheduler.config.profile import ARGS_CONFIG
 from kopf_scheduler.dra.extended import is_dra_extended_resource_name
 from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, Handle, SignFragments, Status
@@ -52,35 +53,30 @@ __all__ = [
 MAX_UTILIZATION = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10
 
-_CONFIG = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
-
-
-class ResourceSpec(BaseModel):
+@dataclass
+class ResourceSpec:
     """A scored resource and its weight; weight 0 defaults to 1 as the v1 defaulting does."""
 
-    model_config = _CONFIG
+    __pydantic_config__ = ARGS_CONFIG
 
     name: str
     weight: int = 1
 
-    def model_post_init(self, __context: object) -> None:
+    def __post_init__(self) -> None:
         if self.weight == 0:
             self.weight = 1
 
 
-class UtilizationShapePoint(BaseModel):
-    model_config = _CONFIG
+@dataclass
+class UtilizationShapePoint:
+    __pydantic_config__ = ARGS_CONFIG
 
     utilization: int
     score: int
 
 
 def default_resources() -> list[ResourceSpec]:
-    # Our constants: constructed, not validated (the default profile builds no validator).
-    return [
-        ResourceSpec.model_construct(name=CPU, weight=1),
-        ResourceSpec.model_construct(name=MEMORY, weight=1),
-    ]
+    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
 
 
 # --- resource names (schedutil / v1helper) ------------------------------------------------------

@@ -23,6 +23,7 @@ from kopf_scheduler.api.resource import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.dra.manager import DraManager
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.memory_client import MemoryClusterClient
@@ -261,7 +262,7 @@ def test_pods_without_claims_skip() -> None:
 def test_args_durations(value: Any, seconds: float) -> None:
     from kopf_scheduler.plugins.dynamic_resources import DynamicResourcesArgs
 
-    assert DynamicResourcesArgs.model_validate({"filterTimeout": value}).filter_timeout == seconds
+    assert adapter(DynamicResourcesArgs).validate_python({"filterTimeout": value}).filter_timeout == seconds
 
 
 def test_allocation_stops_once_enough_nodes_are_feasible(monkeypatch: pytest.MonkeyPatch) -> None:

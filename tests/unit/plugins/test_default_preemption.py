@@ -17,6 +17,7 @@ import pytest
 from kopf_scheduler.api.objects import Node, Pod, parse_pod
 from kopf_scheduler.api.policy import parse_pod_disruption_budget
 from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.diagnosis import NodeToStatus
 from kopf_scheduler.framework.interface import Code, CycleState, Status
 from kopf_scheduler.framework.preemption import disruption_budgets
@@ -606,7 +607,7 @@ DRY_RUN_CASES: list[dict[str, Any]] = [
     },
     {
         "id": "all nodes are possible candidates, but DefaultPreemptionArgs limits to 2",
-        "args": DefaultPreemptionArgs(minCandidateNodesPercentage=40, minCandidateNodesAbsolute=1),
+        "args": DefaultPreemptionArgs(min_candidate_nodes_percentage=40, min_candidate_nodes_absolute=1),
         "offset": 4,
         "nodes": [f"node{i}" for i in range(1, 6)],
         "pod": pod("p", priority=HIGH, req=LARGE),
@@ -617,7 +618,7 @@ DRY_RUN_CASES: list[dict[str, Any]] = [
     },
     {
         "id": "preemption looks past numCandidates until a non-PDB violating node is found",
-        "args": DefaultPreemptionArgs(minCandidateNodesPercentage=40, minCandidateNodesAbsolute=2),
+        "args": DefaultPreemptionArgs(min_candidate_nodes_percentage=40, min_candidate_nodes_absolute=2),
         "offset": 4,
         "nodes": [f"node{i}" for i in range(1, 6)],
         "pod": pod("p", priority=HIGH, req=LARGE),
@@ -1071,7 +1072,7 @@ def test_filter_pods_with_pdb_violation(
 def test_args_defaults_and_aliases() -> None:
     args = DefaultPreemptionArgs()
     assert (args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute) == (10, 100)
-    args = DefaultPreemptionArgs.model_validate(
+    args = adapter(DefaultPreemptionArgs).validate_python(
         {"minCandidateNodesPercentage": 20, "minCandidateNodesAbsolute": 5}
     )
     assert (args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute) == (20, 5)
@@ -1096,12 +1097,12 @@ def test_args_defaults_and_aliases() -> None:
             {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0},
             "cannot be zero at the same time as minCandidateNodesAbsolute",
         ),
-        ({"minCandidateNodes": 3}, "Extra inputs are not permitted"),
+        ({"minCandidateNodes": 3}, "Unexpected keyword argument"),
     ],
 )
 def test_args_validation(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=re.escape(message)):
-        DefaultPreemptionArgs.model_validate(raw)
+        adapter(DefaultPreemptionArgs).validate_python(raw)
 
 
 @pytest.mark.parametrize(
@@ -1118,7 +1119,7 @@ def test_args_validation(raw: dict[str, Any], message: str) -> None:
 )
 def test_calculate_num_candidates(pct: int, absolute: int, nodes: int, want: int) -> None:
     plugin = DefaultPreemption(
-        DefaultPreemptionArgs(minCandidateNodesPercentage=pct, minCandidateNodesAbsolute=absolute)
+        DefaultPreemptionArgs(min_candidate_nodes_percentage=pct, min_candidate_nodes_absolute=absolute)
     )
     assert plugin.calculate_num_candidates(nodes) == want
     offset, num = plugin.get_offset_and_num_candidates(nodes)

@@ -19,6 +19,7 @@ from spread_affinity_helpers import (
 )
 
 from kopf_scheduler.api.core import parse_namespace
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
@@ -76,7 +77,8 @@ NAMESPACES = {
 
 
 def plugin(snap: Any, **args: Any) -> InterPodAffinity:
-    return InterPodAffinity(InterPodAffinityArgs(**args), FakeHandle(snap, {"Namespace": NAMESPACES}))
+    validated = adapter(InterPodAffinityArgs).validate_python(args)
+    return InterPodAffinity(validated, FakeHandle(snap, {"Namespace": NAMESPACES}))
 
 
 SEC = {"service": "securityscan"}
@@ -506,9 +508,9 @@ def test_score_on_feasible_subset_normalises_over_that_subset() -> None:
 @pytest.mark.parametrize("weight", [-1, 101])
 def test_args_validation(weight: int) -> None:
     with pytest.raises(ValidationError, match=r"not in valid range \[0-100\]"):
-        InterPodAffinityArgs.model_validate({"hardPodAffinityWeight": weight})
+        adapter(InterPodAffinityArgs).validate_python({"hardPodAffinityWeight": weight})
     with pytest.raises(ValidationError):
-        InterPodAffinityArgs.model_validate({"unknown": 1})
+        adapter(InterPodAffinityArgs).validate_python({"unknown": 1})
     assert InterPodAffinityArgs().hard_pod_affinity_weight == 1
 
 

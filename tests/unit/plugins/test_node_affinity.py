@@ -9,6 +9,7 @@ import pytest
 from node_plugin_helpers import all_rows, assert_filter_vector_agrees, make_snapshot, scores
 from pydantic import ValidationError
 
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.interface import Code, CycleState, PreFilterResult, QueueingHint
 from kopf_scheduler.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
 from kopf_scheduler_workbench.testing.builders import make_node, make_pod
@@ -30,7 +31,7 @@ def required(*terms: dict[str, Any]) -> dict[str, Any]:
 
 
 def plugin(added: dict[str, Any] | None = None) -> NodeAffinity:
-    return NodeAffinity(NodeAffinityArgs.model_validate({"addedAffinity": added} if added else {}))
+    return NodeAffinity(adapter(NodeAffinityArgs).validate_python({"addedAffinity": added} if added else {}))
 
 
 FILTER_CASES: list[tuple[str, dict[str, Any], dict[str, str], bool]] = [
@@ -412,7 +413,7 @@ def test_added_preferred_terms_score_every_pod() -> None:
 )
 def test_args_validation(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError) as err:
-        NodeAffinityArgs.model_validate(raw)
+        adapter(NodeAffinityArgs).validate_python(raw)
     assert message in str(err.value)
 
 

@@ -9,6 +9,7 @@ import pytest
 from node_plugin_helpers import assert_score_vector_agrees, make_snapshot, req_pod, scores
 from pydantic import ValidationError
 
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.interface import Code, CycleState
 from kopf_scheduler.plugins.node_resources_balanced_allocation import (
     NodeResourcesBalancedAllocation,
@@ -21,7 +22,8 @@ GPU = "nvidia.com/gpu"
 
 
 def plugin(raw: dict[str, Any] | None = None) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs.model_validate(raw or {}))
+    args = adapter(NodeResourcesBalancedAllocationArgs).validate_python(raw or {})
+    return NodeResourcesBalancedAllocation(args)
 
 
 def cm(cpu: str, memory: str) -> dict[str, str]:
@@ -208,6 +210,10 @@ def test_args() -> None:
     args = NodeResourcesBalancedAllocationArgs()
     assert [(r.name, r.weight) for r in args.resources] == [("cpu", 1), ("memory", 1)]
     with pytest.raises(ValidationError, match="must be 1"):
-        NodeResourcesBalancedAllocationArgs.model_validate({"resources": [{"name": "cpu", "weight": 2}]})
+        adapter(NodeResourcesBalancedAllocationArgs).validate_python(
+            {"resources": [{"name": "cpu", "weight": 2}]}
+        )
     with pytest.raises(ValidationError, match="Duplicate value"):
-        NodeResourcesBalancedAllocationArgs.model_validate({"resources": [{"name": "cpu"}, {"name": "cpu"}]})
+        adapter(NodeResourcesBalancedAllocationArgs).validate_python(
+            {"resources": [{"name": "cpu"}, {"name": "cpu"}]}
+        )

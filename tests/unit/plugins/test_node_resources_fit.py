@@ -16,6 +16,7 @@ from node_plugin_helpers import (
 )
 from pydantic import ValidationError
 
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit, NodeResourcesFitArgs
 from kopf_scheduler.plugins.resource_allocation import broken_linear
@@ -33,7 +34,7 @@ def small_node(name: str = "n1", pods: str = "32") -> Any:
 
 
 def fit(args: dict[str, Any] | None = None) -> NodeResourcesFit:
-    return NodeResourcesFit(NodeResourcesFitArgs.model_validate(args or {}), None)
+    return NodeResourcesFit(adapter(NodeResourcesFitArgs).validate_python(args or {}), None)
 
 
 FILTER_CASES = [
@@ -630,14 +631,14 @@ def test_args_defaults() -> None:
     assert [(r.name, r.weight) for r in args.scoring_strategy.resources] == [("cpu", 1), ("memory", 1)]
     assert args.ignored_resources == [] and args.ignored_resource_groups == []
     # v1 defaulting: empty resources -> cpu and memory; weight 0 -> 1
-    args = NodeResourcesFitArgs.model_validate(
+    args = adapter(NodeResourcesFitArgs).validate_python(
         {
             "scoringStrategy": {"type": "MostAllocated", "resources": []},
             "ignoredResources": ["example.com/foo"],
         }
     )
     assert [r.name for r in args.scoring_strategy.resources] == ["cpu", "memory"]
-    args = NodeResourcesFitArgs.model_validate(
+    args = adapter(NodeResourcesFitArgs).validate_python(
         {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}
     )
     assert args.scoring_strategy.resources[0].weight == 1
@@ -696,7 +697,7 @@ def test_args_defaults() -> None:
 )
 def test_args_validation(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError) as err:
-        NodeResourcesFitArgs.model_validate(raw)
+        adapter(NodeResourcesFitArgs).validate_python(raw)
     assert message in str(err.value)
 
 

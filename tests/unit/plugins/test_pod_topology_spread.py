@@ -23,6 +23,7 @@ from kopf_scheduler.api.core import Service, parse_replication_controller, parse
 from kopf_scheduler.api.meta import OwnerReference
 from kopf_scheduler.api.objects import Pod
 from kopf_scheduler.api.types import LabelSelector, Taint
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.interface import ActionType, Code, CycleState, EventResource, QueueingHint
 from kopf_scheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
@@ -68,7 +69,7 @@ def existing(
 
 def plugin(snap: Any, args: PodTopologySpreadArgs | None = None, objects: Any = None) -> PodTopologySpread:
     return PodTopologySpread(
-        args or PodTopologySpreadArgs(defaultingType="List"), FakeHandle(snap, objects or {})
+        args or PodTopologySpreadArgs(defaulting_type="List"), FakeHandle(snap, objects or {})
     )
 
 
@@ -456,7 +457,7 @@ def test_defaults_need_a_selector_from_owners() -> None:
 
 
 def test_list_defaults_with_replicaset_owner_filter() -> None:
-    args = PodTopologySpreadArgs.model_validate(
+    args = adapter(PodTopologySpreadArgs).validate_python(
         {
             "defaultingType": "List",
             "defaultConstraints": [
@@ -597,7 +598,7 @@ def test_default_selector_from_services_and_each_controller_kind() -> None:
 )
 def test_args_validation(raw: dict[str, Any], error: str) -> None:
     with pytest.raises(ValidationError, match=error):
-        PodTopologySpreadArgs.model_validate(raw)
+        adapter(PodTopologySpreadArgs).validate_python(raw)
 
 
 def test_args_defaults() -> None:

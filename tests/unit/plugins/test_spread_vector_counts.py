@@ -61,7 +61,7 @@ def test_vector_counts_match_walk() -> None:
     nodes.append(node("bare"))  # no zone label: ignored or excluded
     existing = [pod(f"e{i}", f"n{i % 6}", labels={"app": f"a{i % 3}"}) for i in range(15)]
     snap = build_snapshot(nodes, existing)
-    args = PodTopologySpreadArgs(defaultingType="List")
+    args = PodTopologySpreadArgs(defaulting_type="List")
     fast = PodTopologySpread(args, FakeHandle(snap))
     walked = _Walking(args, FakeHandle(snap))
     for step in range(80):

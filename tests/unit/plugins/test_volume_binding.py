@@ -33,6 +33,7 @@ from kopf_scheduler.api.storage import (
     parse_csi_storage_capacity,
 )
 from kopf_scheduler.cache.snapshot import Snapshot
+from kopf_scheduler.config.profile import adapter
 from kopf_scheduler.framework.client import ApiError
 from kopf_scheduler.framework.interface import (
     ActionType,
@@ -408,7 +409,7 @@ def test_ephemeral_volume_waits_for_its_claim() -> None:
 
 def test_custom_shape() -> None:
     # Prefer fuller volumes: 0 at 0% utilization, 10 at 100% (the opposite of the default).
-    args = VolumeBindingArgs.model_validate(
+    args = adapter(VolumeBindingArgs).validate_python(
         {
             "bindTimeoutSeconds": 30,
             "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
@@ -510,7 +511,7 @@ def test_dynamic_provisioning_with_multiple_claims_of_one_class() -> None:
     ids=["prefer node with least allocatable", "prefer node with maximum allocatable"],
 )
 def test_storage_capacity_shapes(shape: list[dict[str, int]] | None, want: list[int]) -> None:
-    args = VolumeBindingArgs.model_validate({"bindTimeoutSeconds": 300, "shape": shape})
+    args = adapter(VolumeBindingArgs).validate_python({"bindTimeoutSeconds": 300, "shape": shape})
     claim = pvc("pvc-dynamic", CAPACITY_CLASS, request="10Gi")
     plugin, nodes = _capacity_plugin(
         [claim], [], {"node-a": "100Gi", "node-b": "20Gi", "node-c": "10Gi"}, args
@@ -520,15 +521,15 @@ def test_storage_capacity_shapes(shape: list[dict[str, int]] | None, want: list[
 
 def test_args_validation() -> None:
     with pytest.raises(ValueError):
-        VolumeBindingArgs.model_validate({"bindTimeoutSeconds": -1})
+        adapter(VolumeBindingArgs).validate_python({"bindTimeoutSeconds": -1})
     with pytest.raises(ValueError):
-        VolumeBindingArgs.model_validate({"unknown": 1})
+        adapter(VolumeBindingArgs).validate_python({"unknown": 1})
     with pytest.raises(ValueError, match="values must be sorted in increasing order"):
-        VolumeBindingArgs.model_validate(
+        adapter(VolumeBindingArgs).validate_python(
             {"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}
         )
     with pytest.raises(ValueError) as err:
-        VolumeBindingArgs.model_validate(
+        adapter(VolumeBindingArgs).validate_python(
             {
                 "shape": [
                     {"utilization": 10, "score": 11},
@@ -538,11 +539,12 @@ def test_args_validation() -> None:
             }
         )
     assert str(err.value).count("shape[") == 4  # unsorted (first only), then every range error
-    defaults = VolumeBindingArgs.model_validate({})
+    defaults = adapter(VolumeBindingArgs).validate_python({})
     assert defaults.bind_timeout_seconds == 600
     # v1 defaulting with StorageCapacityScoring on: 10 at 0% utilization, 0 at 100%.
     assert [(p.utilization, p.score) for p in defaults.shape] == [(0, 10), (100, 0)]
-    assert [(p.utilization, p.score) for p in VolumeBindingArgs.model_validate({"shape": []}).shape] == [
+    emptied = adapter(VolumeBindingArgs).validate_python({"shape": []})
+    assert [(p.utilization, p.score) for p in emptied.shape] == [
         (0, 10),
         (100, 0),
     ]

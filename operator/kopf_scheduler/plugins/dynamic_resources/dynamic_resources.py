@@ -21,16 +21,15 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kopf_scheduler.api import kinds
 from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.types import NodeSelector
 from kopf_scheduler.config import features as feature_gates
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, Before, ValidDefaults
 from kopf_scheduler.dra.features import DEFAULT_FEATURES, Features
 from kopf_scheduler.dra.manager import ClaimTracker, DraManager
 from kopf_scheduler.framework.client import ApiError, Conflict
@@ -122,21 +121,25 @@ def allocator_features(gates: feature_gates.FeatureGates) -> Features:
     )
 
 
-class DynamicResourcesArgs(ValidDefaults, BaseModel):
+def _duration(value: Any) -> float:
+    seconds = _seconds(value)
+    if seconds < 0:
+        raise ValueError("must be non-negative")
+    return seconds
+
+
+@dataclass
+class DynamicResourcesArgs(ValidDefaults):
     """``DynamicResourcesArgs`` with v1.37.2's defaults (durations as Go spells them, or seconds)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    filter_timeout: float = Field(10.0, alias="filterTimeout")
-    binding_timeout: float = Field(600.0, alias="bindingTimeout")
-
-    @field_validator("filter_timeout", "binding_timeout", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float:
-        seconds = _seconds(value)
-        if seconds < 0:
-            raise ValueError("must be non-negative")
-        return seconds
+    filter_timeout: Annotated[float, Before(_duration)] = field(
+        default=10.0, metadata={"alias": "filterTimeout"}
+    )
+    binding_timeout: Annotated[float, Before(_duration)] = field(
+        default=600.0, metadata={"alias": "bindingTimeout"}
+    )
 
 
 @dataclass(slots=True)
@@ -205,7 +208,7 @@ class DynamicResources(Plugin):
     poll_interval: float = 5.0
 
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Handle | None = None) -> None:
-        args = args if args is not None else DynamicResourcesArgs.model_validate({})
+        args = args if args is not None else DynamicResourcesArgs()
         super().__init__(args, handle)
         self.filter_timeout = args.filter_timeout
         self.binding_timeout = args.binding_timeout

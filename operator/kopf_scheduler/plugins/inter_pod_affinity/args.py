@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from dataclasses import dataclass, field
+from typing import Annotated
 
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, After, ValidDefaults
 
 
-class InterPodAffinityArgs(ValidDefaults, BaseModel):
+def _weight_in_range(v: int) -> int:
+    if not 0 <= v <= 100:
+        raise ValueError(f"hardPodAffinityWeight: Invalid value: {v}: not in valid range [0-100]")
+    return v
+
+
+@dataclass
+class InterPodAffinityArgs(ValidDefaults):
     """``InterPodAffinityArgs`` with the reference's defaults and validation."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    hard_pod_affinity_weight: int = Field(default=1, alias="hardPodAffinityWeight")
-    ignore_preferred_terms_of_existing_pods: bool = Field(
-        default=False, alias="ignorePreferredTermsOfExistingPods"
+    hard_pod_affinity_weight: Annotated[int, After(_weight_in_range)] = field(
+        default=1, metadata={"alias": "hardPodAffinityWeight"}
     )
-
-    @field_validator("hard_pod_affinity_weight")
-    @classmethod
-    def _weight_in_range(cls, v: int) -> int:
-        if not 0 <= v <= 100:
-            raise ValueError(f"hardPodAffinityWeight: Invalid value: {v}: not in valid range [0-100]")
-        return v
+    ignore_preferred_terms_of_existing_pods: bool = field(
+        default=False, metadata={"alias": "ignorePreferredTermsOfExistingPods"}
+    )

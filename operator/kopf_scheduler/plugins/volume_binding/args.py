@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from kopf_scheduler.config.profile import ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, After, Before, ValidDefaults
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 
@@ -15,48 +14,50 @@ MAX_CUSTOM_PRIORITY_SCORE = 10
 MAX_UTILIZATION = 100
 
 
-class UtilizationShapePoint(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+@dataclass
+class UtilizationShapePoint:
+    __pydantic_config__ = ARGS_CONFIG
 
-    utilization: int = Field(alias="utilization")
-    score: int = Field(alias="score")
+    utilization: int
+    score: int
 
 
 def default_shape() -> list[UtilizationShapePoint]:
     """The v1 default with StorageCapacityScoring on: emptier nodes score higher (10 at 0%, 0 at 100%)."""
     return [
-        UtilizationShapePoint.model_construct(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
-        UtilizationShapePoint.model_construct(utilization=100, score=0),
+        UtilizationShapePoint(utilization=0, score=MAX_CUSTOM_PRIORITY_SCORE),
+        UtilizationShapePoint(utilization=100, score=0),
     ]
 
 
-class VolumeBindingArgs(ValidDefaults, BaseModel):
+def _non_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError("invalid BindTimeoutSeconds, should not be a negative value")
+    return value
+
+
+def _default_when_empty(value: Any) -> Any:
+    return default_shape() if value is None or value == [] else value
+
+
+@dataclass
+class VolumeBindingArgs(ValidDefaults):
     """``VolumeBindingArgs`` with v1 defaulting and validation under the 1.37 gates
     (StorageCapacityScoring on: ``shape`` defaults when empty and is always validated)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
+    __pydantic_config__ = ARGS_CONFIG
 
-    bind_timeout_seconds: int = Field(600, alias="bindTimeoutSeconds")
-    shape: list[UtilizationShapePoint] = Field(default_factory=default_shape, alias="shape")
+    bind_timeout_seconds: Annotated[int, After(_non_negative)] = field(
+        default=600, metadata={"alias": "bindTimeoutSeconds"}
+    )
+    shape: Annotated[list[UtilizationShapePoint], Before(_default_when_empty)] = field(
+        default_factory=default_shape
+    )
 
-    @field_validator("bind_timeout_seconds")
-    @classmethod
-    def _non_negative(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("invalid BindTimeoutSeconds, should not be a negative value")
-        return value
-
-    @field_validator("shape", mode="before")
-    @classmethod
-    def _default_when_empty(cls, value: Any) -> Any:
-        return default_shape() if value is None or value == [] else value
-
-    @model_validator(mode="after")
-    def _valid_shape(self) -> VolumeBindingArgs:
+    def __post_init__(self) -> None:
         errors = shape_errors(self.shape)
         if errors:
             raise ValueError("; ".join(errors))
-        return self
 
 
 def shape_errors(shape: Sequence[UtilizationShapePoint]) -> list[str]:

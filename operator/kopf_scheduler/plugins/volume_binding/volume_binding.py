@@ -111,7 +111,7 @@ class VolumeBinding(Plugin):
     poll_interval: float = 1.0
 
     def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
-        args = args if args is not None else VolumeBindingArgs.model_validate({})
+        args = args if args is not None else VolumeBindingArgs()
         super().__init__(args, handle)
         self.bind_timeout = float(args.bind_timeout_seconds)
         self.pv_cache = AssumeCache(kinds.PERSISTENT_VOLUME)
