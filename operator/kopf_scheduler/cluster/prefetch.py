@@ -49,7 +49,8 @@ FIRST_LISTINGS: tuple[tuple[str, Mapping[str, str]], ...] = (
 # GIL released. The requests are pipelined (HTTP/1.1: written at once, answered in order, which
 # Go's net/http server does on one connection): asked in turn, each step waited for the answer and
 # then for the GIL (up to a 5 ms switch interval while the main thread decodes the node listing),
-# and the chain ended after the engine was ready for its first cycle.
+# and the chain ended after the engine was ready for its first cycle. The apiserver still serves
+# them one after another (~0.7 ms each at 1,000 nodes); what is saved is the thread's waits.
 OBJECT_LISTINGS: tuple[tuple[str, Mapping[str, str]], ...] = tuple(
     (path, {})
     for path in (
