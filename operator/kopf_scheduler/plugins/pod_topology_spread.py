@@ -26,7 +26,7 @@ from kopf_scheduler.api.kinds import Objects
 from kopf_scheduler.api.objects import Node, Pod
 from kopf_scheduler.api.selectors import parse_topology_spread
 from kopf_scheduler.api.types import TopologySpreadConstraint
-from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults
+from kopf_scheduler.config.profile import ARGS_CONFIG, ValidDefaults, adapter
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     ActionType,
@@ -120,17 +120,10 @@ class DefaultConstraint:
             )
 
     def to_constraint(self) -> TopologySpreadConstraint:
-        raw = {
-            "maxSkew": self.max_skew,
-            "topologyKey": self.topology_key,
-            "whenUnsatisfiable": self.when_unsatisfiable,
-            "labelSelector": self.label_selector,
-            "minDomains": self.min_domains,
-            "nodeAffinityPolicy": self.node_affinity_policy,
-            "nodeTaintsPolicy": self.node_taints_policy,
-            "matchLabelKeys": self.match_label_keys,
-        }
-        return parse_topology_spread({k: v for k, v in raw.items() if v is not None}, "defaultConstraints")
+        # The API's spelling from the fields' own aliases (a constraint given here was validated:
+        # pydantic is loaded already).
+        raw = adapter(DefaultConstraint).dump_python(self, by_alias=True, exclude_none=True)
+        return parse_topology_spread(raw, "defaultConstraints")
 
 
 @dataclass
